@@ -1,0 +1,31 @@
+import os, shutil, sys, sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def script(name: str) -> str:
+    "Path of a console script installed next to the running interpreter (pyenv shims need no rehash)."
+    for d in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        p = shutil.which(name, path=d)
+        if p: return p
+    p = shutil.which(name)
+    if p is None: pytest.fail(f"console script {name!r} is not installed; run: python -m pip install -e '.[dev]'")
+    return p
+
+
+@pytest.fixture
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture
+def clean_env(tmp_path):
+    "Environment for subprocesses: no IN_TEST leak, a private data directory, offline."
+    env = {k: v for k, v in os.environ.items() if k not in ("IN_TEST", "PYTEST_CURRENT_TEST")}
+    env["DISENTBOOK_DATA"] = str(tmp_path / "data")
+    env["DISENTBOOK_OFFLINE"] = "1"
+    env["MPLBACKEND"] = "Agg"
+    return env

@@ -1,0 +1,46 @@
+"""The notebooks are the source and the first test suite: run them all with nbdev_test, and check that
+the exported library and the cleaned notebooks are exactly what is committed."""
+import filecmp, shutil, subprocess
+from pathlib import Path
+
+from conftest import script
+
+
+def test_notebooks_run(root, clean_env):
+    "Every notebook executes under nbdev_test (IN_TEST set, `slow` and `cuda` cells skipped)."
+    r = subprocess.run([script("nbdev_test"), "--timing"], cwd=root, env=clean_env, capture_output=True, text=True)
+    print(r.stdout[-5000:], r.stderr[-5000:])
+    assert r.returncode == 0, f"nbdev_test failed:\n{r.stderr[-5000:]}"
+
+
+def _copy_project(root: Path, dst: Path):
+    for d in ("nbs", "disentbook"): shutil.copytree(root / d, dst / d, ignore=shutil.ignore_patterns("__pycache__"))
+    for f in ("settings.ini", "pyproject.toml", "setup.py"): shutil.copy(root / f, dst / f)
+
+
+def _diff_tree(a: Path, b: Path, pattern: str):
+    fa = sorted(p.relative_to(a) for p in a.rglob(pattern) if "__pycache__" not in p.parts)
+    fb = sorted(p.relative_to(b) for p in b.rglob(pattern) if "__pycache__" not in p.parts)
+    assert fa == fb, f"files differ: only committed {set(fa) - set(fb)}, only exported {set(fb) - set(fa)}"
+    return [str(f) for f in fa if not filecmp.cmp(a / f, b / f, shallow=False)]
+
+
+def test_library_in_sync_with_notebooks(root, tmp_path, clean_env):
+    "nbdev_export on a copy of the project leaves disentbook/ and pyproject.toml unchanged."
+    _copy_project(root, tmp_path)
+    r = subprocess.run([script("nbdev_export")], cwd=tmp_path, env=clean_env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    changed = _diff_tree(root / "disentbook", tmp_path / "disentbook", "*.py")
+    assert not changed, f"disentbook/ is out of sync with nbs/ (run nbdev_export and commit): {changed}"
+    assert filecmp.cmp(root / "pyproject.toml", tmp_path / "pyproject.toml", shallow=False), "pyproject.toml changed"
+
+
+def test_notebooks_clean(root, tmp_path, clean_env):
+    "Committed notebooks are already nbdev_clean'ed and carry no widget state."
+    _copy_project(root, tmp_path)
+    r = subprocess.run([script("nbdev_clean")], cwd=tmp_path, env=clean_env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    changed = _diff_tree(root / "nbs", tmp_path / "nbs", "*.ipynb")
+    assert not changed, f"notebooks not cleaned (run nbdev_clean): {changed}"
+    for nb in (root / "nbs").rglob("*.ipynb"):
+        assert "application/vnd.jupyter.widget-state+json" not in nb.read_text(), f"{nb} carries widget state"

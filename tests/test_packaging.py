@@ -1,0 +1,48 @@
+"""`pip install disentbook` from a built wheel gives a working library and CLI."""
+import subprocess, sys, venv
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def wheel_env(tmp_path_factory):
+    root = Path(__file__).resolve().parent.parent
+    tmp = tmp_path_factory.mktemp("wheel")
+    r = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"), str(root)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    wheels = list((tmp / "dist").glob("disentbook-*.whl"))
+    assert len(wheels) == 1, wheels
+    # a fresh environment that sees the already-installed dependencies (torch, ...) but not the source tree
+    venv.create(tmp / "venv", system_site_packages=True, with_pip=True)
+    py = tmp / "venv" / "bin" / "python"
+    r = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", str(wheels[0])],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return tmp, py, wheels[0]
+
+
+def test_wheel_contents(wheel_env):
+    import zipfile
+    names = zipfile.ZipFile(wheel_env[2]).namelist()
+    for f in ("disentbook/core.py", "disentbook/cli.py", "disentbook/paper_values/dipvae.csv"):
+        assert f in names, f"{f} missing from the wheel"
+    assert not any(n.startswith(("nbs/", "tests/")) for n in names)
+
+
+def test_wheel_imports_and_cli(wheel_env, clean_env):
+    tmp, py, _ = wheel_env
+    r = subprocess.run([str(py), "-c", "import disentbook, disentbook.vae, disentbook.cli; print(disentbook.__file__)"],
+                       cwd=tmp, env=clean_env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert str(tmp / "venv") in r.stdout, f"imported the source tree, not the wheel: {r.stdout}"
+    exe = tmp / "venv" / "bin" / "disentbook"
+    r = subprocess.run([str(exe), "--version"], env=clean_env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("disentbook "), r.stdout + r.stderr
+    out = tmp / "smoke"
+    r = subprocess.run([str(exe), "reproduce", "vae", "--scale", "smoke", "--out", str(out), "--device", "cpu"],
+                       cwd=tmp, env=clean_env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for f in ("report.md", "metrics.json", "reconstructions.png", "traversals.png", "losses.png"):
+        assert (out / f).stat().st_size > 0, f"{f} not written"

@@ -1,0 +1,310 @@
+"Tests of disentbook.train: exact resume, the NaN guard, config checks, gradient separation of auxiliary nets."
+import json, os, sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from disentbook import core
+from disentbook.core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLossError
+from disentbook.train import (CheckpointNotFoundError, Objective, TrainConfig, Trainer, load_checkpoint,
+                              load_model, make_objective, read_checkpoint_config, register_objective)
+
+
+class TinyVAE(nn.Module):
+    "An MLP VAE on 8x8 images with the interface of `nets.VAE`."
+    def __init__(self, zdim=3, hidden=32):
+        super().__init__()
+        self.config = dict(kind="tiny_vae", zdim=zdim, hidden=hidden)
+        self.enc = nn.Sequential(nn.Flatten(), nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 2 * zdim))
+        self.dec = nn.Sequential(nn.Linear(zdim, hidden), nn.ReLU(), nn.Linear(hidden, 64))
+    def encode(self, x): return self.enc(x).chunk(2, -1)
+    def decode(self, z): return self.dec(z).view(-1, 1, 8, 8)
+    def forward(self, x):
+        mu, logvar = self.encode(x)
+        z = mu + torch.randn_like(mu) * (0.5 * logvar).exp()
+        return dict(mu=mu, logvar=logvar, z=z, x_out=self.decode(z))
+    def nll(self, x_out, x): return F.binary_cross_entropy_with_logits(x_out, x, reduction="none").flatten(1).sum(1)
+
+def build(cfg): return TinyVAE(cfg["zdim"], cfg["hidden"])
+
+class TensorSampler:
+    def __init__(self, x): self.x, self.device = x, torch.device("cpu")
+    def sample(self, batch_size, generator):
+        return {"x": self.x[torch.randint(len(self.x), (batch_size,), generator=generator)]}
+
+IMAGES = (torch.rand(128, 1, 8, 8, generator=core.make_generator(0)) > 0.5).float()
+
+def elbo_terms(model, x):
+    o = model(x)
+    rec = model.nll(o["x_out"], x).mean()
+    kl = 0.5 * (o["mu"] ** 2 + o["logvar"].exp() - 1 - o["logvar"]).sum(1).mean()
+    return o, rec, kl
+
+@register_objective("test_elbo")
+class ELBO(Objective):
+    def __init__(self, beta=1.0): super().__init__(beta=beta); self.beta = beta
+    def forward(self, model, batch, step):
+        o, rec, kl = elbo_terms(model, batch["x"])
+        return dict(loss=rec + self.beta * kl, rec=rec, kl=kl)
+
+def permute_dims(z): return z.gather(0, torch.rand_like(z).argsort(0))
+
+def disc_loss(disc, z, zp):
+    ones = torch.ones(len(z), dtype=torch.long)
+    return 0.5 * (F.cross_entropy(disc(z), 0 * ones) + F.cross_entropy(disc(zp), ones))
+
+@register_objective("test_factor")
+class Factor(Objective):
+    "FactorVAE-like: the main loss uses the discriminator's log-odds as TC estimate; the discriminator opposes it."
+    def __init__(self, gamma=10.0, zdim=3):
+        super().__init__(gamma=gamma, zdim=zdim); self.gamma = gamma
+        self.aux_nets["disc"] = nn.Sequential(nn.Linear(zdim, 32), nn.LeakyReLU(0.2), nn.Linear(32, 2))
+        self.aux_optim["disc"] = dict(lr=1e-3, betas=(0.5, 0.9))
+    def forward(self, model, batch, step):
+        o, rec, kl = elbo_terms(model, batch["x"])
+        logits = self.aux_nets["disc"](o["z"])
+        tc = (logits[:, 0] - logits[:, 1]).mean()
+        return dict(loss=rec + kl + self.gamma * tc, rec=rec, kl=kl, tc=tc, _z=o["z"])
+    def aux_loss(self, name, model, batch, out, step):
+        z = out["_z"]
+        return dict(loss=disc_loss(self.aux_nets[name], z, permute_dims(z)))
+
+def cfg(**kw): return dict(steps=20, batch_size=16, log_every=5, lr=3e-3, device="cpu", progress=False) | kw
+
+def trainer(objective=None, model=None, out_dir=None, **kw):
+    torch.manual_seed(0)
+    return Trainer(model or TinyVAE(), objective or Factor(), TensorSampler(IMAGES), cfg(**kw), out_dir=out_dir)
+
+def params(m): return [p.detach().clone() for p in m.parameters()]
+def same(a, b): return all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+# ---------------------------------------------------------------- exact resume
+@pytest.mark.parametrize("log_every", [1, 5, 3])
+def test_exact_resume(tmp_path, log_every):
+    straight = trainer(log_every=log_every).fit()
+    first = trainer(log_every=log_every)
+    first.fit(10); first.save(tmp_path / "ck")
+    torch.manual_seed(99)                      # the resume must restore the global RNG itself
+    resumed = Trainer.resume(tmp_path / "ck", TensorSampler(IMAGES), builder=build)
+    assert resumed.step == 10 and resumed.config == straight.config
+    resumed.fit()
+    assert resumed.step == 20
+    pd.testing.assert_frame_equal(straight.history, resumed.history, check_exact=True)
+    assert len(straight.history) == len(range(log_every, 21, log_every)) + (20 % log_every != 0)
+    for a, b in [(straight.model, resumed.model), (straight.objective, resumed.objective)]:
+        sa, sb = a.state_dict(), b.state_dict()
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+def test_fit_in_chunks_logs_like_one_fit():
+    a, b = trainer(log_every=4).fit(), trainer(log_every=4)
+    for n in (3, 5, 7, 5): b.fit(n)
+    pd.testing.assert_frame_equal(a.history, b.history, check_exact=True)
+
+
+# ---------------------------------------------------------------- NaN guard
+class NaNAt7(ELBO):
+    def forward(self, model, batch, step):
+        out = super().forward(model, batch, step)
+        out["odd"] = out["kl"] * (float("nan") if step == 7 else 1.0)
+        return out
+
+class InfLossAt7(ELBO):
+    def forward(self, model, batch, step):
+        out = super().forward(model, batch, step)
+        if step == 7: out["loss"] = out["loss"] + float("inf")
+        return out
+
+def test_nan_guard_names_term_and_step():
+    t = trainer(NaNAt7(), log_every=5)
+    with pytest.raises(NonFiniteLossError, match=r"term 'odd' is nan at step 7\b"):
+        t.fit()
+    assert t.step == 10 and t.history.step.tolist() == [5]
+
+def test_nan_guard_first_bad_term_is_loss():
+    with pytest.raises(NonFiniteLossError, match=r"term 'loss' is inf at step 7\b"):
+        trainer(InfLossAt7(), log_every=5).fit()
+
+def test_nan_guard_checks_unfinished_interval_and_save(tmp_path):
+    t = trainer(NaNAt7(), log_every=100)
+    with pytest.raises(NonFiniteLossError, match="step 7"): t.fit(9)
+    t = trainer(NaNAt7(), log_every=100); t.train_step()
+    for _ in range(8): t.train_step()
+    with pytest.raises(NonFiniteLossError): t.save(tmp_path / "ck")
+    assert not (tmp_path / "ck").exists(), "a diverged run must not be checkpointed"
+
+
+# ---------------------------------------------------------------- no per-step host sync
+def test_no_per_step_host_sync(monkeypatch):
+    "The trainer itself syncs once per log interval (torch's CPU Adam calls .item() on its step counts: not ours)."
+    import disentbook.train
+    t = trainer(ELBO(), log_every=10, steps=30)
+    calls = []
+    for name in ("item", "cpu", "tolist", "__float__", "__bool__", "__int__"):
+        orig = getattr(torch.Tensor, name)
+        def wrapped(self, *a, _orig=orig, _name=name, **k):
+            if sys._getframe(1).f_code.co_filename == disentbook.train.__file__: calls.append(_name)
+            return _orig(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, wrapped)
+    t.fit()
+    assert calls.count("cpu") == 3, calls       # one transfer per log interval
+    assert len(calls) <= 3 * 3, calls
+
+
+# ---------------------------------------------------------------- configs
+def test_unknown_config_key():
+    with pytest.raises(InputError, match=r"unknown TrainConfig key\(s\) \['lr_rate'\]"):
+        Trainer(TinyVAE(), ELBO(), TensorSampler(IMAGES), dict(lr_rate=1.0))
+    c = TrainConfig(steps=3, betas=(0.5, 0.9), grad_clip=1.0)
+    assert TrainConfig.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+
+def test_model_without_config():
+    with pytest.raises(InputError, match="has no `config` dict"):
+        Trainer(nn.Linear(2, 2), ELBO(), TensorSampler(IMAGES), cfg())
+
+def test_sampler_without_sample():
+    with pytest.raises(InputError, match="sample"):
+        Trainer(TinyVAE(), ELBO(), object(), cfg())
+
+def test_non_scalar_term():
+    class Bad(ELBO):
+        def forward(self, model, batch, step): return super().forward(model, batch, step) | {"vec": torch.zeros(3)}
+    with pytest.raises(InputError, match="'vec' must be a scalar tensor"): trainer(Bad()).fit(1)
+
+def test_config_mismatch(tmp_path):
+    t = trainer(ELBO(beta=4.0), steps=2, out_dir=tmp_path).fit()
+    ck = tmp_path / "checkpoint"
+    with pytest.raises(ConfigMismatchError, match="hidden: checkpoint 32, given 16") as e:
+        load_checkpoint(ck, model=TinyVAE(hidden=16))
+    assert "zdim" not in str(e.value)
+    with pytest.raises(ConfigMismatchError, match="beta: checkpoint 4.0, given 1.0"):
+        load_checkpoint(ck, objective=ELBO(beta=1.0))
+    with pytest.raises(ConfigMismatchError, match="name"):
+        Trainer(TinyVAE(), Factor(), TensorSampler(IMAGES), cfg()).load(ck)
+    assert load_checkpoint(ck, TinyVAE(), ELBO(beta=4.0))["config"]["step"] == 2
+
+def test_objective_config_roundtrip():
+    f = Factor(gamma=6.4)
+    assert f.config == {"name": "test_factor", "gamma": 6.4, "zdim": 3}
+    assert make_objective(**f.config).config == f.config
+    with pytest.raises(InputError, match="unknown objective 'nope'; known:"): make_objective("nope")
+
+
+# ---------------------------------------------------------------- checkpoints
+def test_checkpoint_layout_and_weights_only(tmp_path):
+    t = trainer(steps=12, log_every=4, ckpt_every=4, keep_ckpts=True, out_dir=tmp_path).fit()
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "history.csv", "step_0000004", "step_0000008",
+                                             "step_0000012"]
+    ck = tmp_path / "checkpoint"
+    assert sorted(os.listdir(ck)) == ["config.json", "state.pt"]
+    c = json.loads((ck / "config.json").read_text())
+    assert c["step"] == 12 and c["model"] == t.model.config and c["objective"] == t.objective.config
+    assert c["train"] == t.config.to_dict() and c["torch_version"] == torch.__version__ and c["format_version"] == 1
+    state = torch.load(ck / "state.pt", weights_only=True)
+    assert {"model", "objective", "optimizer", "aux_optimizers", "rng", "history", "pending", "keys"} <= set(state)
+    hist = pd.read_csv(tmp_path / "history.csv")
+    assert hist.step.tolist() == [4, 8, 12] and list(hist.columns) == ["step", "loss", "rec", "kl", "tc", "disc/loss"]
+    assert read_checkpoint_config(tmp_path / "step_0000008")["step"] == 8
+    m = load_model(ck, builder=build, device="cpu")
+    assert same(params(m), params(t.model)) and not m.training
+
+def test_missing_and_corrupt_checkpoints(tmp_path):
+    with pytest.raises(CheckpointNotFoundError, match="no checkpoint at"): load_checkpoint(tmp_path / "none")
+    trainer(ELBO(), steps=2, out_dir=tmp_path).fit()
+    ck = tmp_path / "checkpoint"
+    (ck / "state.pt").write_bytes(b"not a zip file")
+    with pytest.raises(CorruptFileError, match="weights_only=True"): load_checkpoint(ck)
+    class Evil:                                # a pickle that would run code when fully unpickled
+        def __reduce__(self): return (os.system, ("echo pwned",))
+    torch.save({"step": 2, "evil": Evil()}, ck / "state.pt")
+    with pytest.raises(CorruptFileError, match="weights_only"): load_checkpoint(ck, TinyVAE())
+    (ck / "config.json").write_text("{trunc")
+    with pytest.raises(CorruptFileError, match="not valid JSON"): load_checkpoint(ck)
+
+def test_interrupted_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    t = trainer(ELBO(), steps=4)
+    t.fit(2); ck = t.save(tmp_path / "ck")
+    t.fit(2)
+    def boom(*a, **k): raise OSError("disk full")
+    monkeypatch.setattr(torch, "save", boom)
+    with pytest.raises(OSError, match="disk full"): t.save(tmp_path / "ck")
+    assert read_checkpoint_config(ck)["step"] == 2 and os.listdir(tmp_path) == ["ck"]
+
+
+# ---------------------------------------------------------------- gradient separation (FactorVAE-like)
+def test_optimizers_hold_disjoint_params():
+    class WithPrior(Factor):
+        def __init__(self): super().__init__(); self.prior_scale = nn.Parameter(torch.ones(3))
+    t = trainer(WithPrior())
+    disc = {id(p) for p in t.objective.aux_nets["disc"].parameters()}
+    held = lambda opt: {id(p) for g in opt.param_groups for p in g["params"]}
+    assert held(t.aux_optimizers["disc"]) == disc
+    assert not held(t.optimizer) & disc
+    assert held(t.optimizer) == {id(p) for p in t.model.parameters()} | {id(t.objective.prior_scale)}
+    g = t.aux_optimizers["disc"].param_groups[0]
+    assert g["lr"] == 1e-3 and g["betas"] == (0.5, 0.9)
+
+def test_main_update_leaves_discriminator_alone():
+    t = trainer()
+    disc = t.objective.aux_nets["disc"]
+    before, mbefore = params(disc), params(t.model)
+    batch = t.sampler.sample(16, t.generator)
+    out = t.main_update(batch, 0)
+    assert all(p.grad is None for p in disc.parameters())
+    assert same(params(disc), before)
+    assert all(p.grad is not None for p in t.model.parameters()) and not same(params(t.model), mbefore)
+    # the TC term still sends gradient *through* the discriminator into the encoder
+    assert out["tc"].requires_grad
+
+def test_aux_update_leaves_model_alone():
+    t = trainer()
+    disc = t.objective.aux_nets["disc"]
+    batch = t.sampler.sample(16, t.generator)
+    out = t.main_update(batch, 0)
+    t.model.zero_grad(set_to_none=True)
+    mbefore, dbefore = params(t.model), params(disc)
+    t.aux_update("disc", batch, out, 0)
+    assert all(p.grad is None for p in t.model.parameters())
+    assert same(params(t.model), mbefore) and not same(params(disc), dbefore)
+    assert all(p.requires_grad for p in t.model.parameters())
+    assert not any(p.requires_grad for p in disc.parameters()), "aux nets stay frozen outside their update"
+
+def test_aux_update_keeps_user_frozen_params_frozen():
+    model = TinyVAE(); model.dec[0].requires_grad_(False)
+    t = trainer(model=model); t.fit(3)
+    assert not model.dec[0].weight.requires_grad and model.dec[0].weight.grad is None
+
+def test_roles_oppose():
+    "The aux update lowers the discriminator loss on a fixed batch; the main update (TC term) raises it."
+    t = trainer(Factor(gamma=50.0))
+    x = IMAGES[:64]
+    gen = core.make_generator(1)
+    idx = torch.rand(64, 3, generator=gen).argsort(0)
+    def fixed_loss():
+        with torch.no_grad():
+            z = t.model.encode(x)[0]
+            return disc_loss(t.objective.aux_nets["disc"], z, z.gather(0, idx)).item()
+    out = t.main_update({"x": x}, 0)
+    start = fixed_loss()
+    for s in range(10): t.aux_update("disc", {"x": x}, out, s)
+    trained = fixed_loss()
+    assert trained < start
+    for s in range(10): t.main_update({"x": x}, s)
+    assert fixed_loss() > trained
+
+
+# ---------------------------------------------------------------- misc
+def test_grad_clip_logs_grad_norm_and_history_columns():
+    t = trainer(ELBO(), grad_clip=1.0, log_every=2, steps=6).fit()
+    assert list(t.history.columns) == ["step", "loss", "rec", "kl", "grad_norm"]
+    assert t.history.step.tolist() == [2, 4, 6]
+
+def test_history_csv_written(tmp_path):
+    t = trainer(ELBO(), steps=7, log_every=3, out_dir=tmp_path).fit()
+    h = pd.read_csv(tmp_path / "history.csv")
+    assert h.step.tolist() == [3, 6, 7]
+    pd.testing.assert_frame_equal(h, t.history, check_dtype=False)
