@@ -1,5 +1,5 @@
 """`pip install disentbook` from a built wheel gives a working library and CLI."""
-import subprocess, sys, venv
+import subprocess, sys, sysconfig, venv
 from pathlib import Path
 
 import pytest
@@ -14,9 +14,15 @@ def wheel_env(tmp_path_factory):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     wheels = list((tmp / "dist").glob("disentbook-*.whl"))
     assert len(wheels) == 1, wheels
-    # a fresh environment that sees the already-installed dependencies (torch, ...) but not the source tree
-    venv.create(tmp / "venv", system_site_packages=True, with_pip=True)
+    # A fresh environment that sees the already-installed dependencies (torch, ...) through a .pth file
+    # naming this interpreter's site-packages, but not the editable install of the source tree (.pth files
+    # inside a directory added that way are not processed, so the editable finder never loads).
+    venv.create(tmp / "venv", system_site_packages=False, with_pip=True)
     py = tmp / "venv" / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    parent = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(site) / "_disentbook_test_deps.pth").write_text("\n".join(sorted(parent)) + "\n")
     r = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", str(wheels[0])],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -46,3 +52,8 @@ def test_wheel_imports_and_cli(wheel_env, clean_env):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     for f in ("report.md", "metrics.json", "reconstructions.png", "traversals.png", "losses.png"):
         assert (out / f).stat().st_size > 0, f"{f} not written"
+    r = subprocess.run([str(exe), "data", "list"], cwd=tmp, env=clean_env, capture_output=True, text=True)
+    assert r.returncode == 0 and "dsprites" in r.stdout and "mnist" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([str(py), "-m", "disentbook", "train", "--method", "nope"], cwd=tmp, env=clean_env,
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown objective 'nope'" in r.stderr, r.stderr

@@ -1,0 +1,80 @@
+"""The command line: every bad input gives a clear message and a non-zero exit status."""
+import json
+
+import pytest
+
+from disentbook.cli import main
+
+
+@pytest.fixture(autouse=True)
+def offline_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DISENTBOOK_OFFLINE", "1")
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_unknown_names(capsys):
+    rc, _, err = run(capsys, "reproduce", "nope", "--scale", "smoke")
+    assert rc == 2 and "unknown reproduction 'nope'; known:" in err and "vae" in err
+    rc, _, err = run(capsys, "train", "--method", "nope")
+    assert rc == 2 and "unknown objective 'nope'" in err and "beta_vae" in err
+    rc, _, err = run(capsys, "train", "--dataset", "imagenet")
+    assert rc == 2 and "unknown dataset 'imagenet'" in err and "dsprites" in err
+    rc, _, err = run(capsys, "data", "verify", "nope")
+    assert rc == 2 and "unknown dataset 'nope'" in err
+
+
+def test_bad_scale_and_params(capsys):
+    with pytest.raises(SystemExit) as e: main(["reproduce", "vae", "--scale", "huge"])
+    assert e.value.code == 2 and "invalid choice: 'huge'" in capsys.readouterr().err
+    rc, _, err = run(capsys, "train", "--param", "beta")
+    assert rc == 2 and "KEY=VALUE" in err
+    rc, _, err = run(capsys, "train", "--method", "beta_vae", "--param", "beta=-1", "--steps", "1")
+    assert rc == 2 and "beta must be >= 0" in err
+
+
+def test_missing_data_files(capsys, tmp_path):
+    rc, out, _ = run(capsys, "data", "verify", "mnist")
+    assert rc == 1 and "missing" in out and "train-images-idx3-ubyte.gz" in out
+    rc, _, err = run(capsys, "data", "prepare", "mnist")
+    assert rc == 2 and "train-images-idx3-ubyte.gz" in err and str(tmp_path / "data") in err
+    rc, _, err = run(capsys, "data", "prepare", "dsprites", "--no-download")
+    assert rc == 2 and "dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz" in err
+
+
+def test_corrupt_data_file(capsys, tmp_path):
+    raw = tmp_path / "data" / "MNIST" / "raw"; raw.mkdir(parents=True)
+    (raw / "train-labels-idx1-ubyte.gz").write_bytes(b"\0" * 28881)  # right size, wrong content
+    rc, out, _ = run(capsys, "data", "verify", "mnist")
+    assert rc == 1 and "wrong sha256" in out
+
+
+def test_reproduce_smoke(capsys, tmp_path):
+    out = tmp_path / "res"
+    rc, stdout, err = run(capsys, "reproduce", "vae", "--scale", "smoke", "--out", str(out), "--device", "cpu")
+    assert rc == 0, err
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["steps"] == 20 and m["n"] == 128 and 0 < m["recon_mse_per_pixel"] < 1
+    assert m["paper"]["recon_error_per_pixel"] == 0.0032
+    assert "| quantity | ours | paper |" in stdout
+
+
+def test_train_and_resume(capsys, tmp_path):
+    out = tmp_path / "t"
+    args = ["train", "--method", "beta_vae", "--param", "beta=2", "--dataset", "digits", "--batch-size", "8",
+            "--latent-dim", "3", "--out", str(out), "--device", "cpu"]
+    assert run(capsys, *args, "--steps", "3")[0] == 0
+    cfg = json.loads((out / "train" / "checkpoint" / "config.json").read_text())
+    assert cfg["objective"] == {"name": "beta_vae", "beta": 2.0} and cfg["step"] == 3
+    assert run(capsys, *args, "--steps", "5", "--resume")[0] == 0
+    assert json.loads((out / "train" / "checkpoint" / "config.json").read_text())["step"] == 5
+    # resuming with a different model or objective configuration is refused, naming the differing key
+    rc, _, err = run(capsys, *[a if a != "3" else "4" for a in args], "--steps", "6", "--resume")
+    assert rc == 2 and "latent_dim" in err, err
+    rc, _, err = run(capsys, *[a if a != "beta=2" else "beta=3" for a in args], "--steps", "6", "--resume")
+    assert rc == 2 and "beta" in err, err
