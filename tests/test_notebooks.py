@@ -25,11 +25,16 @@ def _diff_tree(a: Path, b: Path, pattern: str):
     return [str(f) for f in fa if not filecmp.cmp(a / f, b / f, shallow=False)]
 
 
+def _run_on_copy(root: Path, dst: Path, tool: str, env: dict):
+    "Run an nbdev tool on a copy of the project, so the checkout itself is never modified."
+    _copy_project(root, dst)
+    r = subprocess.run([script(tool)], cwd=dst, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 def test_library_in_sync_with_notebooks(root, tmp_path, clean_env):
     "nbdev_export on a copy of the project leaves disentbook/ and pyproject.toml unchanged."
-    _copy_project(root, tmp_path)
-    r = subprocess.run([script("nbdev_export")], cwd=tmp_path, env=clean_env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    _run_on_copy(root, tmp_path, "nbdev_export", clean_env)
     changed = _diff_tree(root / "disentbook", tmp_path / "disentbook", "*.py")
     assert not changed, f"disentbook/ is out of sync with nbs/ (run nbdev_export and commit): {changed}"
     assert filecmp.cmp(root / "pyproject.toml", tmp_path / "pyproject.toml", shallow=False), "pyproject.toml changed"
@@ -37,9 +42,7 @@ def test_library_in_sync_with_notebooks(root, tmp_path, clean_env):
 
 def test_notebooks_clean(root, tmp_path, clean_env):
     "Committed notebooks are already nbdev_clean'ed and carry no widget state."
-    _copy_project(root, tmp_path)
-    r = subprocess.run([script("nbdev_clean")], cwd=tmp_path, env=clean_env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    _run_on_copy(root, tmp_path, "nbdev_clean", clean_env)
     changed = _diff_tree(root / "nbs", tmp_path / "nbs", "*.ipynb")
     assert not changed, f"notebooks not cleaned (run nbdev_clean): {changed}"
     for nb in (root / "nbs").rglob("*.ipynb"):
