@@ -69,19 +69,18 @@ def cmd_data(args):
 
 # %% ../nbs/90_cli.ipynb #60f0c04a
 from .core import Registry, default_device
+from .data import DSprites, SingleSampler, load_digits
+from .nets import VAE
+from .train import OBJECTIVES, TrainConfig, Trainer, make_objective
+from .viz import history_figure, reconstruction_figure, save_figure, traversal_figure
 
 TRAINING_SETS = Registry("dataset")
-TRAINING_SETS["dsprites"] = lambda: __import__("disentbook.data", fromlist=["DSprites"]).DSprites()
-TRAINING_SETS["digits"] = lambda: __import__("disentbook.data", fromlist=["load_digits"]).load_digits()
+TRAINING_SETS.update(dsprites=DSprites, digits=load_digits)
 
 def train_job(method: str = "beta_vae", dataset: str = "dsprites", params: dict | None = None, steps: int = 1000,
               batch_size: int = 64, lr: float = 5e-4, latent_dim: int = 10, likelihood: str = "bernoulli",
               out_dir="results/train", device=None, seed: int = 0, resume: bool = False) -> dict:
     "Train objective `method` on `dataset` with a conv VAE; write checkpoint, history and figures to `out_dir`."
-    from disentbook.data import SingleSampler
-    from disentbook.nets import VAE
-    from disentbook.train import OBJECTIVES, TrainConfig, Trainer, make_objective
-    from disentbook.viz import history_figure, reconstruction_figure, save_figure, traversal_figure
     load_plugins()
     OBJECTIVES[method]; data = TRAINING_SETS[dataset]()             # unknown names fail before any work
     if len(data) == 0: raise InputError(f"dataset {dataset!r} is empty")

@@ -10,9 +10,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .core import (REPRODUCTIONS, SCALES, InputError, default_device, in_test, make_generator,
-                             paper_values, write_json)
-from .train import Objective, register_objective
+from .core import (REPRODUCTIONS, SCALES, InputError, check_images, default_device, in_test,
+                             make_generator, paper_values, to_float_images, write_json)
+from .data import DSprites, SingleSampler
+from .nets import VAE
+from .train import Objective, TrainConfig, Trainer, register_objective
+from .viz import history_figure, reconstruction_figure, save_figure, traversal_figure
 
 # %% auto #0
 __all__ = ['VAE_SCALES', 'gaussian_kl', 'BetaVAE', 'VAEObjective', 'evaluate_vae', 'reproduce_vae']
@@ -53,7 +56,6 @@ class VAEObjective(BetaVAE):
 @torch.no_grad()
 def evaluate_vae(model, x, batch_size: int = 256, active_threshold: float = 0.1, generator=None) -> dict:
     "Reconstruction error per pixel, rate, ELBO and per-latent KL of `model` on images `x` (uint8 or float)."
-    from disentbook.core import check_images, to_float_images
     x = check_images(x, channels=model.shape[0], size=model.shape[1:])
     was_training = model.training; model.eval()
     sums = dict(nll=0.0, mse=0.0, kl=0.0, elbo=0.0); kl_dims = 0
@@ -94,10 +96,6 @@ def _report_md(title, rows, cfg, ev, seconds, device):
 @REPRODUCTIONS.register("vae")
 def reproduce_vae(scale: str = "quick", out_dir="results/vae-quick", device=None, seed: int = 0, beta: float = 4.0) -> dict:
     "Train a β-VAE on procedural dSprites at `scale`; write figures, a checkpoint, metrics.json and report.md."
-    from disentbook.data import DSprites, SingleSampler
-    from disentbook.nets import VAE
-    from disentbook.train import TrainConfig, Trainer
-    from disentbook.viz import history_figure, reconstruction_figure, save_figure, traversal_figure
     if scale not in VAE_SCALES: raise InputError(f"scale must be one of {SCALES}, got {scale!r}")
     cfg, out, dev = dict(VAE_SCALES[scale], beta=beta, seed=seed), Path(out_dir), default_device(device)
     data = DSprites()
