@@ -14,7 +14,7 @@ import torch
 __all__ = ['SCALES', 'REPRODUCTIONS', 'DisentbookError', 'InputError', 'DataNotFoundError', 'CorruptFileError',
            'ConfigMismatchError', 'NonFiniteLossError', 'in_test', 'default_device', 'seed_everything',
            'make_generator', 'package_dir', 'data_dir', 'sha256_file', 'atomic_path', 'write_json', 'check_images',
-           'to_float_images', 'Registry', 'paper_values']
+           'to_float_images', 'to_numpy', 'as_codes', 'as_factors', 'check_lengths', 'Registry', 'paper_values']
 
 # %% ../nbs/00_core.ipynb #606f2d22
 class DisentbookError(Exception):
@@ -129,6 +129,47 @@ def check_images(x, channels: int | None = None, size: int | tuple[int, int] | N
 def to_float_images(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     "uint8 images -> float in [0, 1]; float images are passed through as `dtype`. No validation (hot path)."
     return x.to(dtype).div_(255) if x.dtype == torch.uint8 else x.to(dtype)
+
+# %% ../nbs/00_core.ipynb #3a59148b
+def to_numpy(x) -> np.ndarray:
+    "A numpy array from a numpy array, a torch tensor (any device, detached) or a nested list."
+    if isinstance(x, torch.Tensor): return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+def as_codes(codes, name: str = "codes") -> np.ndarray:
+    "Validated float64 array `(N, L)`, N >= 2, finite."
+    c = to_numpy(codes)
+    if c.ndim == 1: raise InputError(f"{name}: expected shape (N, L) with samples first, got a vector of {len(c)}; "
+                                     "use x[:, None] for a single dimension")
+    if c.ndim != 2: raise InputError(f"{name}: expected shape (N, L), got {c.shape}")
+    if not (np.issubdtype(c.dtype, np.number) or c.dtype == bool) or np.iscomplexobj(c):
+        raise InputError(f"{name}: expected real numbers, got dtype {c.dtype}")
+    c = c.astype(np.float64)
+    if len(c) < 2: raise InputError(f"{name}: need at least 2 samples, got {len(c)}")
+    bad = ~np.isfinite(c)
+    if bad.any(): raise InputError(f"{name}: {int(bad.sum())} value(s) are NaN or infinite")
+    return c
+
+def as_factors(factors, name: str = "factors") -> np.ndarray:
+    "Validated int64 array `(N, K)` of integer labels (floats allowed only when they are whole numbers)."
+    f = to_numpy(factors)
+    if f.ndim == 1: f = f[:, None]
+    if f.ndim != 2: raise InputError(f"{name}: expected shape (N, K), got {f.shape}")
+    if len(f) < 2: raise InputError(f"{name}: need at least 2 samples, got {len(f)}")
+    if np.issubdtype(f.dtype, np.floating):
+        if not np.isfinite(f).all() or not np.all(f == np.round(f)):
+            raise InputError(f"{name}: expected integer labels, got non-integer values (dtype {f.dtype}); "
+                             "discretize continuous factors first")
+    elif not (np.issubdtype(f.dtype, np.integer) or f.dtype == bool):
+        raise InputError(f"{name}: expected integer labels, got dtype {f.dtype}")
+    return f.astype(np.int64)
+
+def check_lengths(**arrays) -> int:
+    "The common number of samples of the named arrays; raises naming them when they differ."
+    n = {k: len(v) for k, v in arrays.items()}
+    if len(set(n.values())) != 1:
+        raise InputError("mismatched numbers of samples: " + ", ".join(f"{k} has {v}" for k, v in n.items()))
+    return next(iter(n.values()))
 
 # %% ../nbs/00_core.ipynb #5059246d
 class Registry(dict):
