@@ -1,10 +1,13 @@
 """Benchmark of disentbook.metrics against a plain numpy / scikit-learn reference written here.
 
 On a 10-factor synthetic representation at disentanglement_lib's sizes (10,000 train / 5,000 test), computes
-MIG, SAP (continuous and discrete), DCI, modularity, explicitness and IRS twice — with disentbook and with the
+MIG, SAP (continuous and discrete), DCI, modularity, explicitness and IRS — and, on a synthetic ground-truth
+dataset with the same 10 factors, the sampled BetaVAE and FactorVAE scores (num_train 10,000 / num_eval 5,000,
+batch 64) — twice — with disentbook and with the
 straightforward implementation (per-pair sklearn mutual_info_score loops, serial GradientBoostingClassifier,
 per-pair np.cov, per-group masks, ...) — prints both times side by side, per metric and in total, the speed-up,
-and checks that the values agree (exactly for the same learner, within DCI_TOLERANCE for DCI's fast learner).
+and checks that the values agree (exactly for the same learner, within DCI_TOLERANCE for DCI's fast learner,
+within sampled_tolerance(num_eval) for the sampled scores, whose random draws are made in a different order).
 
     python benchmarks/metrics.py            # full size (the reference DCI takes minutes)
     python benchmarks/metrics.py --quick    # smoke run, small sizes
@@ -21,6 +24,7 @@ from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.svm import LinearSVC
 
 from disentbook import metrics as M
+from disentbook import scores as S
 
 SIZES = [3, 6, 10, 8, 4, 2, 5, 12, 7, 9]  # 10 factors, 66 classes in all
 
@@ -108,6 +112,51 @@ def ref_irs(z, f, q=0.99):
     return float(np.average(score, weights=max_dev))
 
 
+def sampled_tolerance(num_eval: int) -> float:
+    "Four standard errors of an accuracy estimated on num_eval points (worst case p = 1/2): the two implementations draw different samples."
+    return 4 * math.sqrt(0.25 / num_eval)
+
+
+def _obs(data, f, rng):
+    return data.sample_observations_from_factors(f, rng).numpy()
+
+
+def ref_beta_vae(data, represent, seed, batch_size=64, num_train=10_000, num_eval=5_000):
+    "One represent call per pair batch, one Python iteration per point."
+    rng, K = np.random.default_rng(seed), data.num_factors
+    def points(n):
+        X, Y = [], []
+        for _ in range(n):
+            k = rng.integers(K)
+            f1 = data.sample_factors(batch_size, rng).numpy(); f2 = data.sample_factors(batch_size, rng).numpy()
+            f2[:, k] = f1[:, k]
+            X.append(np.mean(np.abs(represent(_obs(data, f1, rng)) - represent(_obs(data, f2, rng))), 0)); Y.append(k)
+        return np.array(X), np.array(Y)
+    (xtr, ytr), (xte, yte) = points(num_train), points(num_eval)
+    clf = LogisticRegression(max_iter=1000).fit(xtr, ytr)
+    return clf.score(xtr, ytr), clf.score(xte, yte)
+
+
+def ref_factor_vae(data, represent, seed, batch_size=64, num_train=10_000, num_eval=5_000, num_var=10_000, thr=0.05):
+    "Global variances once, then one represent call and one vote per point."
+    rng, K = np.random.default_rng(seed), data.num_factors
+    gvar = np.var(represent(_obs(data, data.sample_factors(num_var, rng).numpy(), rng)), 0, ddof=1)
+    active = np.flatnonzero(np.sqrt(gvar) >= thr)
+    if len(active) == 0: return 0.0, 0.0
+    def votes(n):
+        V = np.zeros((K, len(gvar)), dtype=np.int64)
+        for _ in range(n):
+            k = rng.integers(K)
+            f = data.sample_factors(batch_size, rng).numpy(); f[:, k] = f[0, k]
+            lv = np.var(represent(_obs(data, f, rng)), 0, ddof=1)
+            V[k, active[np.argmin(lv[active] / gvar[active])]] += 1
+        return V
+    vtr = votes(num_train); cls = np.argmax(vtr, 0)
+    vte = votes(num_eval)
+    acc = lambda V: V[cls, np.arange(V.shape[1])].sum() / V.sum()
+    return acc(vtr), acc(vte)
+
+
 # ---- the run --------------------------------------------------------------------------------------
 
 def timed(fn):
@@ -133,6 +182,18 @@ def main(argv=None):
         ("modularity", lambda: M.modularity(z, f), lambda: ref_modularity(z, f), 1e-9),
         ("explicitness", lambda: M.explicitness(z, f, zt, ft), lambda: ref_explicitness(z, f, zt, ft), 1e-6),
         ("IRS", lambda: M.irs(z, f), lambda: ref_irs(z, f), 1e-9),
+    ]
+    # the sampled scores: observations are the factor values; the representation mixes and adds noise
+    data = S.SyntheticFactors(SIZES)
+    mix = np.eye(len(SIZES)) + 0.3 * np.random.default_rng(args.seed).standard_normal((len(SIZES), len(SIZES)))
+    noise_rng = np.random.default_rng(args.seed + 1)
+    represent = lambda x: np.asarray(x, dtype=np.float64) @ mix + 0.05 * noise_rng.standard_normal((len(x), len(SIZES)))
+    kw = dict(num_train=n_tr, num_eval=n_te)
+    cases += [
+        ("BetaVAE score", lambda: S.beta_vae_score(data, represent, seed=args.seed, **kw),
+         lambda: ref_beta_vae(data, represent, args.seed, **kw), sampled_tolerance(n_te)),
+        ("FactorVAE score", lambda: S.factor_vae_score(data, represent, seed=args.seed, num_variance_estimate=n_tr, **kw),
+         lambda: ref_factor_vae(data, represent, args.seed, num_var=n_tr, **kw), sampled_tolerance(n_te)),
     ]
     print(f"{'metric':16s} {'ours (s)':>9s} {'ref (s)':>9s} {'speed-up':>9s}  values (ours / reference)")
     tot_o = tot_r = 0.0; ok = True
