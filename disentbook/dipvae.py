@@ -13,7 +13,7 @@ import torch
 from .core import InputError, as_factors, make_generator
 from .exercises import Case, CheckResult, check_function
 from .metrics import _mean_over_factors, _split, _top_two_gap
-from .scores import _Constant, _count, _rng, beta_vae_features, check_ground_truth
+from .scores import _Constant, _count, beta_vae_score
 from .train import register_objective
 from .vae import BetaVAE, gaussian_kl
 
@@ -193,14 +193,8 @@ def _fit_svm(x, y, seed: int):
 def zdiff_dipvae(data, represent, seed=0, batch_size: int = 64, num_train: int = 10_000, num_eval: int = 5_000,
                  chunk: int = 4096) -> tuple[float, float]:
     """`(train_accuracy, eval_accuracy)` of the Z-diff (BetaVAE) score with the DIP-VAE paper's classifier, a
-    one-vs-rest linear SVM with C = 0.01; features as `scores.beta_vae_score` for the same seed."""
-    check_ground_truth(data)
-    _count("num_train", num_train); _count("num_eval", num_eval); _count("batch_size", batch_size)
-    rng = _rng(seed)
-    x_train, y_train = beta_vae_features(data, represent, num_train, batch_size, rng, chunk)
-    x_eval, y_eval = beta_vae_features(data, represent, num_eval, batch_size, rng, chunk)
-    clf = _fit_svm(x_train, y_train, int(rng.integers(2**31)))
-    return float(np.mean(clf.predict(x_train) == y_train)), float(np.mean(clf.predict(x_eval) == y_eval))
+    one-vs-rest linear SVM with C = 0.01: `scores.beta_vae_score` (same features for the same seed) with that classifier."""
+    return beta_vae_score(data, represent, seed, batch_size, num_train, num_eval, chunk, fit=_fit_svm)
 
 # %% ../nbs/30_dipvae.ipynb #5b303260
 def _randn(g, *shape, dtype=torch.float32, scale=1.0):

@@ -206,14 +206,15 @@ def _fit_logistic(x, y, seed: int):
         return LogisticRegression(random_state=seed, **BETA_VAE_CLASSIFIER).fit(x, y)
 
 def beta_vae_score(data, represent, seed=0, batch_size: int = 64, num_train: int = 10_000, num_eval: int = 5_000,
-                   chunk: int = 4096) -> tuple[float, float]:
-    "`(train_accuracy, eval_accuracy)` of the BetaVAE (Z-diff) score of `represent` on ground-truth `data`."
+                   chunk: int = 4096, fit=None) -> tuple[float, float]:
+    """`(train_accuracy, eval_accuracy)` of the BetaVAE (Z-diff) score of `represent` on ground-truth `data`;
+    `fit(x, y, seed)` trains the classifier (default: the logistic regression of `BETA_VAE_CLASSIFIER`)."""
     check_ground_truth(data)
     _count("num_train", num_train); _count("num_eval", num_eval); _count("batch_size", batch_size)
     rng = _rng(seed)
     x_train, y_train = beta_vae_features(data, represent, num_train, batch_size, rng, chunk)
     x_eval, y_eval = beta_vae_features(data, represent, num_eval, batch_size, rng, chunk)
-    clf = _fit_logistic(x_train, y_train, int(rng.integers(2**31)))
+    clf = (fit or _fit_logistic)(x_train, y_train, int(rng.integers(2**31)))
     return float(np.mean(clf.predict(x_train) == y_train)), float(np.mean(clf.predict(x_eval) == y_eval))
 
 # %% ../nbs/21_scores.ipynb #347395ad
