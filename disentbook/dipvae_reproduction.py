@@ -66,7 +66,7 @@ DIPVAE_SCALES = dict(
                zdiff=dict(batch_size=8, num_train=60, num_eval=30),
                models=("VAE", "DIP-VAE-I (lambda_od=10)"), betas=(1, 4), lambdas=(10,)),
     quick=dict(steps=1000, batch_size=64, lr=5e-4, log_every=50, eval_n=2000,
-               zdiff=dict(batch_size=16, num_train=500, num_eval=250),
+               zdiff=dict(batch_size=64, num_train=500, num_eval=250),
                models=tuple(s["row"] for s in DSPRITES_MODELS), betas=(1, 4, 16, 64, 256), lambdas=(1, 10, 100, 500)),
     paper=dict(steps=150_000, batch_size=400, lr=1e-4, log_every=1000, eval_n=10_000,
                zdiff=dict(batch_size=64, num_train=10_000, num_eval=5_000),
