@@ -36,8 +36,14 @@ def cmd_reproduce(args):
     load_plugins()
     fn = REPRODUCTIONS[args.name]
     out = Path(args.out or f"results/{args.name}-{args.scale}")
+    extra = parse_params(args.option)
+    import inspect
+    accepted = [k for k in inspect.signature(fn).parameters if k not in ("scale", "out_dir", "device", "seed")]
+    unknown = sorted(set(extra) - set(accepted))
+    if unknown: raise InputError(f"reproduction {args.name!r} has no option {', '.join(unknown)}; "
+                                 f"it accepts: {', '.join(accepted) or 'none'}")
     t0 = time.perf_counter()
-    report = fn(scale=args.scale, out_dir=out, device=args.device, seed=args.seed)
+    report = fn(scale=args.scale, out_dir=out, device=args.device, seed=args.seed, **extra)
     print(f"reproduction {args.name!r} at scale {args.scale!r} finished in {time.perf_counter() - t0:.0f} s; "
           f"results in {out}/")
     if isinstance(report, dict) and report.get("report_path"): print(Path(report["report_path"]).read_text())
@@ -126,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="results folder (default results/NAME-SCALE)")
     r.add_argument("--device", help="cpu, cuda, mps (default: CUDA when available)")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",
+                   help="extra argument of the reproduction, repeatable (e.g. dipvae: sweep=true, celeba_root=PATH)")
     r.set_defaults(func=cmd_reproduce)
 
     t = sub.add_parser("train", help="train one method on one dataset")

@@ -10,10 +10,10 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from .core import InputError, as_factors, make_generator
+from .core import InputError, as_codes, as_factors, make_generator
 from .exercises import Case, CheckResult, check_function
 from .metrics import _mean_over_factors, _split, _top_two_gap
-from .scores import _Constant, _count, beta_vae_score
+from .scores import _Constant, _count, _fit_logistic, _rng, beta_vae_features, beta_vae_score
 from .train import register_objective
 from .vae import BetaVAE, gaussian_kl
 
@@ -22,8 +22,8 @@ __all__ = ['DIP_KINDS', 'SAP_FACTOR_TYPES', 'DSPRITES_FACTOR_TYPES', 'ZDIFF_CLAS
            'DIP_COVARIANCE_HINT', 'DIP_I_COVARIANCE_HINT', 'TOTAL_COVARIANCE_HINT', 'mean_covariance',
            'total_covariance', 'dip_covariance', 'dip_penalty', 'third_moments', 'third_moment_penalty', 'DIPVAEI',
            'DIPVAEII', 'threshold_balanced_accuracy', 'sap_matrix_dipvae', 'sap_dipvae', 'zdiff_dipvae',
-           'dip_penalty_cases', 'check_dip_penalty', 'dip_covariance_cases', 'check_dip_covariance',
-           'total_covariance_cases', 'check_total_covariance']
+           'zdiff_classifiers', 'hinge_bias', 'attribute_accuracy', 'dip_penalty_cases', 'check_dip_penalty',
+           'dip_covariance_cases', 'check_dip_covariance', 'total_covariance_cases', 'check_total_covariance']
 
 # %% ../nbs/30_dipvae.ipynb #efea2f8d
 def mean_covariance(mu: torch.Tensor) -> torch.Tensor:
@@ -182,19 +182,90 @@ def sap_dipvae(codes, factors, codes_test, factors_test, factor_types=None, inac
 # %% ../nbs/30_dipvae.ipynb #1e1beb3f
 ZDIFF_CLASSIFIER = dict(C=0.01, loss="hinge", dual=True, max_iter=20_000)   # sklearn LinearSVC, one-vs-rest
 
+class _QuietSVC:
+    "sklearn's LinearSVC with the paper's settings (fitted without convergence warnings), optionally on standardised features."
+    def __init__(self, seed: int, standardize: bool = False): self.seed, self.standardize = seed, standardize
+    def _scale(self, x): return (x - self.mean) / self.std if self.standardize else x
+    def fit(self, x, y):
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.svm import LinearSVC
+        self.mean, self.std = x.mean(0), np.where(x.std(0) > 0, x.std(0), 1.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            self.svc = LinearSVC(random_state=self.seed, **ZDIFF_CLASSIFIER).fit(self._scale(x), y)
+        return self
+    def predict(self, x): return self.svc.predict(self._scale(x))
+
 def _fit_svm(x, y, seed: int):
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.svm import LinearSVC
     if len(np.unique(y)) < 2: return _Constant(y[0])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return LinearSVC(random_state=seed, **ZDIFF_CLASSIFIER).fit(x, y)
+    return _QuietSVC(seed).fit(x, y)
 
 def zdiff_dipvae(data, represent, seed=0, batch_size: int = 64, num_train: int = 10_000, num_eval: int = 5_000,
                  chunk: int = 4096) -> tuple[float, float]:
     """`(train_accuracy, eval_accuracy)` of the Z-diff (BetaVAE) score with the DIP-VAE paper's classifier, a
     one-vs-rest linear SVM with C = 0.01: `scores.beta_vae_score` (same features for the same seed) with that classifier."""
     return beta_vae_score(data, represent, seed, batch_size, num_train, num_eval, chunk, fit=_fit_svm)
+
+def _fit_scaled_svm(x, y, seed: int):
+    if len(np.unique(y)) < 2: return _Constant(y[0])
+    return _QuietSVC(seed, standardize=True).fit(x, y)
+
+def zdiff_classifiers(data, represent, seed=0, batch_size: int = 64, num_train: int = 10_000, num_eval: int = 5_000,
+                      chunk: int = 4096) -> dict:
+    """Eval accuracies of three classifiers on *the same* Z-diff features (those of `zdiff_dipvae` for `seed`):
+    `svm` (the paper's, = `zdiff_dipvae`), `svm_standardized` (the same SVM after per-feature standardisation)
+    and `logistic` (`scores.beta_vae_score`'s default), plus `svm_train`. A diagnostic: how much of a score is the classifier's."""
+    _count("num_train", num_train); _count("num_eval", num_eval)
+    rng = _rng(seed)
+    xt, yt = beta_vae_features(data, represent, num_train, batch_size, rng, chunk)
+    xe, ye = beta_vae_features(data, represent, num_eval, batch_size, rng, chunk)
+    s, out = int(rng.integers(2**31)), {}
+    for name, fit in (("svm", _fit_svm), ("svm_standardized", _fit_scaled_svm), ("logistic", _fit_logistic)):
+        clf = fit(xt, yt, s)
+        out[name] = float(np.mean(clf.predict(xe) == ye))
+        if name == "svm": out["svm_train"] = float(np.mean(clf.predict(xt) == yt))
+    return out
+
+# %% ../nbs/30_dipvae.ipynb #73025947
+def hinge_bias(t, s) -> float:
+    "Exact minimiser over b of sum_i max(0, 1 - s_i (t_i + b)) for scores `t` and labels `s` in {-1, +1}."
+    t, s = np.asarray(t, np.float64).ravel(), np.asarray(s).ravel()
+    if t.shape != s.shape or not t.size: raise InputError(f"t and s: expected equal non-empty lengths, got {t.shape} and {s.shape}")
+    if not np.isfinite(t).all(): raise InputError("t contains NaN or infinity")
+    if not np.isin(s, (-1, 1)).all(): raise InputError(f"s: expected labels -1 / +1, found {np.unique(s)[:5]}")
+    c, d = np.sort(1 - t[s == 1]), np.sort(-1 - t[s == -1])
+    kinks = np.unique(np.concatenate([c, d]))
+    cs, ds = np.concatenate([[0], np.cumsum(c[::-1])])[::-1], np.concatenate([[0], np.cumsum(d)])   # suffix / prefix sums
+    i = np.searchsorted(c, kinks, side="right"); j = np.searchsorted(d, kinks, side="left")
+    loss = (cs[i] - (len(c) - i) * kinks) + (j * kinks - ds[j])
+    best = np.flatnonzero(loss <= loss.min() + 1e-9 * max(1.0, abs(loss.min())))
+    return float((kinks[best[0]] + kinks[best[-1]]) / 2)
+
+def _binary(a, name: str) -> np.ndarray:
+    a = np.asarray(a)
+    if a.ndim != 2: raise InputError(f"{name}: expected (N, K) attributes, got shape {a.shape}")
+    vals = np.unique(a)
+    if np.isin(vals, (0, 1)).all(): return a.astype(bool)
+    if np.isin(vals, (-1, 1)).all(): return a == 1                      # CelebA's list_attr_celeba.txt uses -1 / 1
+    raise InputError(f"{name}: expected binary attributes in {{0, 1}} or {{-1, 1}}, found values {vals[:6]}")
+
+def attribute_accuracy(train_codes, train_attrs, test_codes, test_attrs, names: Sequence[str] | None = None) -> dict:
+    """Table 2 of the DIP-VAE paper: per binary attribute, the test accuracy of sign(w·μ + b) with w the
+    difference of the training class means of the codes μ and b the exact hinge-loss bias. `{name: accuracy}`."""
+    ztr, zte = as_codes(train_codes, "train_codes"), as_codes(test_codes, "test_codes")
+    ytr, yte = _binary(train_attrs, "train_attrs"), _binary(test_attrs, "test_attrs")
+    if len(ytr) != len(ztr) or len(yte) != len(zte) or ytr.shape[1] != yte.shape[1] or ztr.shape[1] != zte.shape[1]:
+        raise InputError(f"shapes do not match: codes {ztr.shape} / {zte.shape}, attributes {ytr.shape} / {yte.shape}")
+    names = list(names) if names is not None else [f"attribute {k}" for k in range(ytr.shape[1])]
+    if len(names) != ytr.shape[1]: raise InputError(f"names: expected {ytr.shape[1]}, got {len(names)}")
+    out = {}
+    for k, name in enumerate(names):
+        pos = ytr[:, k]
+        if pos.all() or not pos.any(): raise InputError(f"attribute {name!r} takes one value on the training set")
+        w = ztr[pos].mean(0) - ztr[~pos].mean(0)
+        b = hinge_bias(ztr @ w, np.where(pos, 1, -1))
+        out[name] = float(np.mean((zte @ w + b >= 0) == yte[:, k]))
+    return out
 
 # %% ../nbs/30_dipvae.ipynb #5b303260
 def _randn(g, *shape, dtype=torch.float32, scale=1.0):

@@ -20,11 +20,12 @@ from .vae import evaluate_vae
 from .viz import history_figure, image_grid, kl_per_dim, save_figure, traversal_figure, traversal_images
 
 # %% auto #0
-__all__ = ['DSPRITES_MODELS', 'CELEBA_MODELS', 'PAPER_BETAS', 'PAPER_LAMBDAS', 'DIPVAE_SCALES', 'HIT_RULE', 'HIT_RULE_TEXT',
-           'METRICS', 'FAMILY_STYLE', 'CELEBA_SPLITS', 'model_spec', 'beta_spec', 'dip_i_spec', 'dip_ii_spec',
-           'encode_means', 'zdiff_percent', 'evaluate_dsprites', 'train_model', 'run_model', 'judge', 'check_findings',
-           'table_rows', 'table_markdown', 'figure1', 'traversals_combined', 'CelebA', 'load_celeba',
-           'reproduce_celeba', 'reproduce_dipvae']
+__all__ = ['DSPRITES_MODELS', 'CELEBA_MODELS', 'CELEBA_TABLE2_MODELS', 'CELEBA_TABLE2_ATTRIBUTES', 'PAPER_BETAS', 'PAPER_LAMBDAS',
+           'DIPVAE_SCALES', 'HIT_RULE', 'HIT_RULE_TEXT', 'METRICS', 'FAMILY_STYLE', 'CELEBA_SPLITS', 'model_spec',
+           'beta_spec', 'dip_i_spec', 'dip_ii_spec', 'encode_means', 'zdiff_percent', 'evaluate_dsprites',
+           'train_model', 'run_model', 'judge', 'check_findings', 'table_rows', 'table_markdown', 'figure1',
+           'traversals_combined', 'CelebA', 'load_celeba', 'make_celeba_fixture', 'attribute_table', 'reproduce_celeba',
+           'table2_markdown', 'table2_finding', 'reproduce_dipvae']
 
 # %% ../nbs/31_dipvae_reproduction.ipynb #8fb6b5fe
 def model_spec(row: str | None, objective: str, label: str, **params) -> dict:
@@ -57,12 +58,19 @@ CELEBA_MODELS = (
     dip_ii_spec(1, "DIP-VAE-II (lambda_od=1)", ratio=0.5, lambda_3=0),
     dip_ii_spec(80, "DIP-VAE-II (lambda_od=80)", ratio=0.5, lambda_3=0))
 
+CELEBA_TABLE2_MODELS = (                      # Table 2 does not give DIP-VAE-I's λ_od: we use Table 1's CelebA value, 2
+    beta_spec(1, "VAE"), beta_spec(2, "beta-VAE (beta=2)"), beta_spec(4, "beta-VAE (beta=4)"),
+    beta_spec(8, "beta-VAE (beta=8)"), dip_i_spec(2, "DIP-VAE-I (lambda_od=2)", ratio=50))
+
+CELEBA_TABLE2_ATTRIBUTES = ("Arched_Eyebrows", "Attractive", "Bangs", "Black_Hair", "Blond_Hair", "Heavy_Makeup", "Male",
+                            "Mouth_Slightly_Open", "No_Beard", "Wavy_Hair", "Wearing_Hat", "Wearing_Lipstick")
+
 PAPER_BETAS = (1, 2, 4, 8, 16, 25, 32, 64, 100, 128, 200, 256)
 PAPER_LAMBDAS = (1, 2, 5, 10, 20, 50, 100, 500)
 
 # %% ../nbs/31_dipvae_reproduction.ipynb #df6a88b3
 DIPVAE_SCALES = dict(
-    smoke=dict(steps=6, batch_size=16, lr=1e-3, log_every=2, eval_n=200,
+    smoke=dict(steps=6, batch_size=16, lr=1e-3, log_every=2, eval_n=200, celeba_batch_size=8,
                zdiff=dict(batch_size=8, num_train=60, num_eval=30),
                models=("VAE", "DIP-VAE-I (lambda_od=10)"), betas=(1, 4), lambdas=(10,)),
     quick=dict(steps=1000, batch_size=64, lr=5e-4, log_every=50, eval_n=2000,
@@ -112,8 +120,10 @@ def evaluate_dsprites(model, data, cfg: dict, seed: int = 0) -> dict:
     keep, types = _kept_factors(data)
     sap = dip.sap_dipvae(encode_means(model, x_tr), to_numpy(f_tr)[:, keep], encode_means(model, x_te),
                          to_numpy(f_te)[:, keep], factor_types=types)
-    z_train, z_eval = dip.zdiff_dipvae(data, lambda x: encode_means(model, x), seed=seed, **cfg["zdiff"])
-    return dict(zdiff=zdiff_percent(float(z_eval)), zdiff_train=zdiff_percent(float(z_train)), sap=float(sap),
+    zc = dip.zdiff_classifiers(data, lambda x: encode_means(model, x), seed=seed, **cfg["zdiff"])
+    return dict(zdiff=zdiff_percent(zc["svm"]), zdiff_train=zdiff_percent(zc["svm_train"]),
+                zdiff_svm_standardized=zdiff_percent(zc["svm_standardized"]), zdiff_logistic=zdiff_percent(zc["logistic"]),
+                sap=float(sap),
                 recon_error_per_pixel=ev["recon_mse_per_pixel"], recon_nll_per_pixel=ev["recon_nll_per_pixel"],
                 kl=ev["kl"], elbo=ev["elbo"], active_dims=ev["active_dims"], kl_per_dim=ev["kl_per_dim"])
 
@@ -342,28 +352,100 @@ def load_celeba(root=None, split: str = "train", size: int = 64, attributes: boo
         attrs = torch.tensor([rows[f] for f in files], dtype=torch.int64)
     return CelebA(torch.from_numpy(imgs), attrs, names, tuple(files))
 
+# %% ../nbs/31_dipvae_reproduction.ipynb #73bea947
+def make_celeba_fixture(folder, n=5, names=("Smiling", "Male", "Eyeglasses"), seed=0):
+    "A tiny CelebA in the official layout (random 178×218 JPEGs, ±1 attributes; 60/20/20 % train/valid/test) for tests."
+    from PIL import Image
+    rng = np.random.default_rng(seed); folder = Path(folder); (folder / "img_align_celeba").mkdir(parents=True)
+    files = [f"{i + 1:06d}.jpg" for i in range(n)]
+    for f in files: Image.fromarray(rng.integers(0, 255, (218, 178, 3), dtype=np.uint8)).save(folder / "img_align_celeba" / f)
+    attrs = rng.choice([-1, 1], (n, len(names)))
+    (folder / "list_attr_celeba.txt").write_text(f"{n}\n{' '.join(names)}\n" + "".join(
+        f"{f} " + " ".join(f"{a:2d}" for a in row) + "\n" for f, row in zip(files, attrs)))
+    part = [0 if i < int(0.6 * n) else 1 if i < int(0.8 * n) else 2 for i in range(n)]
+    (folder / "list_eval_partition.txt").write_text("".join(f"{f} {p}\n" for f, p in zip(files, part)))
+    return files, attrs
+
 # %% ../nbs/31_dipvae_reproduction.ipynb #1f90fb66
-def reproduce_celeba(cfg: dict, out_dir, device, seed: int = 0, root=None, limit: int | None = None) -> dict:
-    "Train and evaluate the CelebA models of Table 1 into `out_dir`; returns {row: metrics}."
+def _celeba_specs() -> list[dict]:
+    "Table 1's CelebA models, then Table 2's that are not among them (by slug)."
+    slugs = {s["slug"] for s in CELEBA_MODELS}
+    return list(CELEBA_MODELS) + [s for s in CELEBA_TABLE2_MODELS if s["slug"] not in slugs]
+
+def attribute_table(model, train, test, dip=None) -> tuple[dict, list[str]]:
+    "Table 2 for one model: {attribute: accuracy in %} for CELEBA_TABLE2_ATTRIBUTES, and notes on skipped ones."
+    dip = dip or _dipvae()
+    names, acc, notes = list(train.attribute_names), {}, []
+    usable = []
+    for a in CELEBA_TABLE2_ATTRIBUTES:
+        if a not in names: notes.append(f"{a}: not in list_attr_celeba.txt"); continue
+        col = train.attributes[:, names.index(a)]
+        if col.min() == col.max(): notes.append(f"{a}: one value on the training split"); continue
+        usable.append(a)
+    if usable:
+        cols = [names.index(a) for a in usable]
+        res = dip.attribute_accuracy(encode_means(model, train.images), train.attributes[:, cols].numpy(),
+                                     encode_means(model, test.images), test.attributes[:, cols].numpy(), usable)
+        acc = {a: 100.0 * v for a, v in res.items()}
+    return acc, notes
+
+def reproduce_celeba(cfg: dict, out_dir, device, seed: int = 0, root=None, limit: int | None = None) -> tuple[dict, dict, list]:
+    "Train and evaluate the CelebA models of Tables 1-2 into `out_dir`: ({row: Table-1 metrics}, {row: Table-2 %}, notes)."
     dip, out, dev = _dipvae(), Path(out_dir), torch.device(device)
     train, test = load_celeba(root, "train", limit=limit), load_celeba(root, "test", limit=limit)
     data = LabelledImages(train.images, torch.zeros(len(train), dtype=torch.int64), ("face",), "CelebA (official train split)")
     sampler = SingleSampler(data, device=dev)
     cfg = dict(cfg, batch_size=cfg.get("celeba_batch_size", 100))
-    half = len(test) // 2
-    results = {}
-    for spec in CELEBA_MODELS:
+    half, t1_rows, t2_rows = len(test) // 2, {s["row"] for s in CELEBA_MODELS}, {s["row"] for s in CELEBA_TABLE2_MODELS}
+    table1, table2, notes = {}, {}, set()
+    for spec in _celeba_specs():
+        print(f"[CelebA] {spec['row']}: {spec['objective']} {spec['params']}")
         model, _ = train_model(spec, sampler, cfg, out / "models" / spec["slug"], dev, seed, channels=3)
-        ev = evaluate_vae(model, test.images, generator=make_generator(seed, model.device))
-        codes = encode_means(model, test.images)
-        sap = dip.sap_dipvae(codes[:half], test.attributes[:half].numpy(), codes[half:], test.attributes[half:].numpy(),
-                             factor_types=["categorical"] * test.attributes.shape[1])
-        results[spec["row"]] = m = dict(sap=float(sap), zdiff=float("nan"), recon_error_per_pixel=ev["recon_mse_per_pixel"],
-                                        recon_nll_per_pixel=ev["recon_nll_per_pixel"], kl=ev["kl"])
-        write_json(dict(settings=_model_settings(spec, cfg, seed), spec=spec, metrics=m), out / "models" / spec["slug"] / "eval.json")
+        m = {}
+        if spec["row"] in t1_rows:
+            ev = evaluate_vae(model, test.images, generator=make_generator(seed, model.device))
+            codes = encode_means(model, test.images)
+            sap = dip.sap_dipvae(codes[:half], test.attributes[:half].numpy(), codes[half:], test.attributes[half:].numpy(),
+                                 factor_types=["categorical"] * test.attributes.shape[1])
+            table1[spec["row"]] = m = dict(sap=float(sap), zdiff=float("nan"), recon_error_per_pixel=ev["recon_mse_per_pixel"],
+                                           recon_nll_per_pixel=ev["recon_nll_per_pixel"], kl=ev["kl"])
+        if spec["row"] in t2_rows:
+            table2[spec["row"]], skipped = attribute_table(model, train, test, dip)
+            notes.update(skipped)
+        write_json(dict(settings=_model_settings(spec, cfg, seed), spec=spec, metrics=m,
+                        attributes=table2.get(spec["row"])), out / "models" / spec["slug"] / "eval.json")
         save_figure(traversal_figure(model, test.images[:1], x_kl=test.images[:1000], title=spec["label"]),
                     out / "traversals" / f"{spec['slug']}.png")
-    return results
+    return table1, table2, sorted(notes)
+
+def table2_markdown(table2: dict) -> str:
+    "Table 2: per model and attribute, ours (paper) in %, and the mean difference over the attributes computed."
+    pv = paper_values("dipvae").query("table == 'Table 2'")
+    paper = {(r.row, r.metric): r.value for r in pv.itertuples()}
+    L = ["| model | " + " | ".join(a.replace("_", " ") for a in CELEBA_TABLE2_ATTRIBUTES) + " | mean ours − paper |",
+         "|" + "---|" * (len(CELEBA_TABLE2_ATTRIBUTES) + 2)]
+    for row, acc in table2.items():
+        cells, diffs = [], []
+        for a in CELEBA_TABLE2_ATTRIBUTES:
+            p = paper.get((row, a))
+            if a in acc:
+                cells.append(f"{acc[a]:.1f} ({p:.1f})" if p is not None else f"{acc[a]:.1f}")
+                if p is not None: diffs.append(acc[a] - p)
+            else: cells.append(f"— ({p:.1f})" if p is not None else "—")
+        L.append(f"| {row} | " + " | ".join(cells) + f" | {np.mean(diffs):+.1f} |" if diffs else f"| {row} | " + " | ".join(cells) + " | — |")
+    return "\n".join(L)
+
+def table2_finding(table2: dict) -> dict:
+    "The paper's Table-2 claim: DIP-VAE-I is at least as accurate as VAE and every β-VAE on most attributes."
+    dip, others = "DIP-VAE-I (lambda_od=2)", [r for r in table2 if r != "DIP-VAE-I (lambda_od=2)"]
+    if dip not in table2 or not others or not table2[dip]:
+        return dict(finding="(Table 2) DIP-VAE-I classifies most attributes at least as well as VAE and β-VAE", holds=None,
+                    numbers="", note="not checked: DIP-VAE-I or the other models not evaluated")
+    attrs = [a for a in table2[dip] if all(a in table2[o] for o in others)]
+    wins = [a for a in attrs if table2[dip][a] >= max(table2[o][a] for o in others)]
+    return dict(finding="(Table 2) DIP-VAE-I classifies most attributes at least as well as VAE and β-VAE",
+                holds=len(wins) > len(attrs) / 2, numbers=f"DIP-VAE-I best or tied on {len(wins)} of {len(attrs)} attributes "
+                f"({', '.join(wins) or 'none'}); the paper: 10 of 12", note="")
 
 # %% ../nbs/31_dipvae_reproduction.ipynb #3e406451
 @REPRODUCTIONS.register("dipvae")
@@ -400,11 +482,13 @@ def reproduce_dipvae(scale: str = "quick", out_dir="results/dipvae-quick", devic
         grid_name = "the paper's grid" if scale == "paper" else f"{scale} grid"
         save_figure(figure1(sweep_points, f"Figure 1 on dSprites ({scale} scale, {cfg['steps']:,} steps; {grid_name}: "
                                           f"{grid_text})"), out / "figure1_sap_zdiff_vs_recon.png")
-    celeba, celeba_note = {}, "CelebA columns: only at the paper scale (not run)."
-    if scale == "paper":
+    celeba, table2, t2_notes = {}, {}, []
+    celeba_note = "CelebA columns and Table 2: only at the paper scale or with `celeba_root` (not run)."
+    if scale == "paper" or celeba_root is not None:
         try:
-            celeba = reproduce_celeba(cfg, out / "celeba", dev, seed, root=celeba_root)
+            celeba, table2, t2_notes = reproduce_celeba(cfg, out / "celeba", dev, seed, root=celeba_root)
             celeba_note = "CelebA columns: trained on the official train split, evaluated on the test split."
+            findings.append(table2_finding(table2))
         except DataNotFoundError as e:
             celeba_note = f"CelebA columns skipped: {e}"
             print(celeba_note)
@@ -412,16 +496,31 @@ def reproduce_dipvae(scale: str = "quick", out_dir="results/dipvae-quick", devic
     rows = table_rows(ours) + (table_rows(celeba, "celeba") if celeba else [])
     import pandas as pd
     pd.DataFrame(rows).to_csv(out / "table.csv", index=False)
-    md = _report(scale, cfg, ours, celeba, celeba_note, findings, sweep_points, grid_text, seconds, dev)
+    md = _report(scale, cfg, ours, celeba, celeba_note, findings, sweep_points, grid_text, seconds, dev, table2, t2_notes)
     (out / "report.md").write_text(md)
     metrics = dict(scale=scale, config=cfg, device=str(dev), seed=seed, seconds=seconds, hit_rule=HIT_RULE_TEXT,
-                   dsprites=ours, celeba=celeba, table=rows, findings=findings,
+                   dsprites=ours, celeba=celeba, celeba_table2=table2, table=rows, findings=findings,
                    sweep=[dict(label=p["spec"]["label"], objective=p["spec"]["objective"], params=p["spec"]["params"],
                                **{k: p["metrics"][k] for k in ("zdiff", "sap", "recon_error_per_pixel")}) for p in sweep_points])
     write_json(metrics, out / "metrics.json")
     return dict(metrics, report_path=str(out / "report.md"))
 
-def _report(scale, cfg, ours, celeba, celeba_note, findings, sweep_points, grid_text, seconds, dev) -> str:
+def _zdiff_classifier_lines(ours: dict) -> list[str]:
+    L = ["## Z-diff: how much is the classifier's", "",
+         "The same Z-diff features scored by the paper's SVM (C = 0.01, raw features), the same SVM on standardised "
+         "features, and the library's logistic regression (`dipvae.zdiff_classifiers`). A large gap between the first and "
+         "the other two says the paper's SVM underfits features at our encoders' scale (the paper's value is for its own "
+         "encoders, whose scale we cannot know).", "",
+         "| model | SVM, paper (%) | SVM, standardised (%) | logistic (%) | paper's Z-diff (%) |", "|---|---|---|---|---|"]
+    paper = _pv("dsprites")
+    for row, m in ours.items():
+        p = paper.get(row, {}).get("zdiff")
+        L.append(f"| {row} | {m['zdiff']:.1f} | {m.get('zdiff_svm_standardized', float('nan')):.1f} | "
+                 f"{m.get('zdiff_logistic', float('nan')):.1f} | {'—' if p is None else f'{p:.1f}'} |")
+    return L + [""]
+
+def _report(scale, cfg, ours, celeba, celeba_note, findings, sweep_points, grid_text, seconds, dev,
+            table2=None, t2_notes=()) -> str:
     n_hit = sum(r["verdict"] == "hit" for r in table_rows(ours)); n = len(table_rows(ours))
     L = [f"# DIP-VAE (Kumar et al., ICLR 2018) reproduced — {scale} scale", "",
          f"device: {dev}; total time {seconds:.0f} s; {cfg['steps']:,} steps per model at batch {cfg['batch_size']}, "
@@ -435,6 +534,7 @@ def _report(scale, cfg, ours, celeba, celeba_note, findings, sweep_points, grid_
         L += [f"At `{scale}` scale each model trains {cfg['steps']:,} steps instead of the paper's training to "
               "convergence (our paper scale: 150,000 steps at batch 400), so misses are expected; they come from the "
               "training length, not from a different objective or metric.", ""]
+    L += _zdiff_classifier_lines(ours)
     L += ["## The paper's findings, checked", ""]
     for f in findings:
         verdict = {True: "HOLDS", False: "DOES NOT HOLD", None: "NOT CHECKED"}[f["holds"]]
@@ -450,5 +550,10 @@ def _report(scale, cfg, ours, celeba, celeba_note, findings, sweep_points, grid_
         L += ["- Figure 1 not run (pass `sweep=True`)."]
     L += ["", "## CelebA", "", celeba_note, ""]
     if celeba: L += [table_markdown(celeba, "celeba"), "", "Z-diff is not computed on CelebA (no factor sampler).", ""]
+    if table2:
+        L += ["## Table 2, CelebA attribute classification: ours (paper), accuracy in %", "", table2_markdown(table2), "",
+              "Classifier: class-mean attribute vector on the training split, exact hinge-loss bias, test-split accuracy "
+              "(`dipvae.attribute_accuracy`). The paper's DIP-VAE-I row does not state λ_od; we use Table 1's (2)."]
+        L += [f"- not computed: {n}" for n in t2_notes] + [""]
     L += ["Per-model details (KL per latent, active latents, timings): `metrics.json`, `models/<slug>/eval.json`."]
     return "\n".join(L) + "\n"

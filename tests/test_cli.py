@@ -78,3 +78,19 @@ def test_train_and_resume(capsys, tmp_path):
     assert rc == 2 and "latent_dim" in err, err
     rc, _, err = run(capsys, *[a if a != "beta=2" else "beta=3" for a in args], "--steps", "6", "--resume")
     assert rc == 2 and "beta" in err, err
+
+
+def test_reproduce_options_reach_the_reproduction(capsys, tmp_path, monkeypatch):
+    from disentbook.core import REPRODUCTIONS
+    seen = {}
+    def echo(scale="quick", out_dir=None, device=None, seed=0, sweep=None, celeba_root=None):
+        seen.update(scale=scale, seed=seed, sweep=sweep, celeba_root=celeba_root); return {}
+    monkeypatch.setitem(REPRODUCTIONS, "echo", echo)
+    rc, _, err = run(capsys, "reproduce", "echo", "--scale", "smoke", "--out", str(tmp_path), "--seed", "3",
+                     "-o", "celeba_root=/data/celeba", "--option", "sweep=false")
+    assert rc == 0, err
+    assert seen == dict(scale="smoke", seed=3, sweep=False, celeba_root="/data/celeba")
+    rc, _, err = run(capsys, "reproduce", "echo", "--scale", "smoke", "-o", "colour=red")
+    assert rc == 2 and "has no option colour; it accepts: sweep, celeba_root" in err
+    rc, _, err = run(capsys, "reproduce", "echo", "--scale", "smoke", "-o", "sweep")
+    assert rc == 2 and "expected KEY=VALUE" in err

@@ -9,7 +9,7 @@ from disentbook.core import InputError
 from disentbook.dipvae import (DIPVAEI, DIPVAEII, DSPRITES_FACTOR_TYPES, check_dip_covariance, check_dip_penalty,
                                check_total_covariance, dip_covariance, dip_penalty, mean_covariance, sap_dipvae,
                                sap_matrix_dipvae, third_moment_penalty, third_moments, threshold_balanced_accuracy,
-                               total_covariance, zdiff_dipvae)
+                               total_covariance, zdiff_dipvae, zdiff_classifiers, hinge_bias, attribute_accuracy)
 from disentbook.metrics import grid_factors
 from disentbook.nets import VAE
 from disentbook.scores import SyntheticFactors, synthetic_representation
@@ -153,3 +153,61 @@ def test_checkers_accept_references_and_reject_mistakes():
     r = check_dip_covariance(lambda m, lv: torch.cov(m.T) + torch.diag(lv.exp().mean(0)))   # unbiased Cov(mu)
     assert not r and "\n" not in r.message and r.hint
     assert not check_total_covariance(lambda m, s: s.mean(0) + m.T @ m / len(m))          # not centred
+
+
+def test_zdiff_classifiers_same_features_as_zdiff():
+    data, ident = SyntheticFactors((3, 6, 10, 8)), synthetic_representation("identity", 4)
+    kw = dict(num_train=200, num_eval=100, batch_size=16)
+    rot = synthetic_representation("rotated", 4, seed=1)
+    r = zdiff_classifiers(data, rot, seed=2, **kw)
+    assert set(r) == {"svm", "svm_train", "svm_standardized", "logistic"}
+    assert (r["svm_train"], r["svm"]) == zdiff_dipvae(data, rot, seed=2, **kw)
+    scaled = [zdiff_classifiers(data, lambda x, d=d: ident(x) / d, seed=2, **kw)["svm_standardized"] for d in (1, 1000)]
+    assert scaled == [1.0, 1.0]                                  # standardised: scale-free
+
+
+def _hinge(b, t, s): return np.maximum(0, 1 - s * (t + b)).sum()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 101])
+def test_hinge_bias_is_the_exact_minimiser(n):
+    rs = np.random.default_rng(n)
+    t, s = rs.normal(size=n) * 2, rs.choice([-1, 1], n)
+    b = hinge_bias(t, s)
+    kinks = np.concatenate([1 - t[s == 1], -1 - t[s == -1]])
+    assert math.isclose(_hinge(b, t, s), min(_hinge(k, t, s) for k in kinks), rel_tol=1e-12, abs_tol=1e-12)
+    assert _hinge(b, t, s) <= min(_hinge(g, t, s) for g in np.linspace(-12, 12, 4801)) + 1e-12
+
+
+def test_hinge_bias_golden():
+    assert hinge_bias([0.0, 0.0], [1, -1]) == 0.0                # symmetric flat minimum: its midpoint
+    assert hinge_bias([5.0, 6.0], [1, 1]) == -4.0                # H = 0 from b = 1 - min t
+    assert hinge_bias([-1.0, 1.0], [-1, 1]) == 0.0               # separable with margin: H = 0 on [0, 0]
+    with pytest.raises(InputError, match="NaN"): hinge_bias([0.0, np.nan], [1, -1])
+    with pytest.raises(InputError, match="-1 / \\+1"): hinge_bias([0.0, 1.0], [0, 1])
+    with pytest.raises(InputError, match="lengths"): hinge_bias([0.0], [1, -1])
+
+
+def test_attribute_accuracy_golden_and_codings():
+    rs, n = np.random.default_rng(0), 1000
+    attrs = rs.integers(0, 2, (2 * n, 2))
+    codes = np.c_[attrs[:, 0] * 3.0 + 0.2 * rs.normal(size=2 * n), rs.normal(size=(2 * n, 3))]
+    acc = attribute_accuracy(codes[:n], attrs[:n], codes[n:], attrs[n:], ["signal", "noise"])
+    assert acc["signal"] == 1.0 and abs(acc["noise"] - 0.5) < 0.07
+    pm = attribute_accuracy(codes[:n], 2 * attrs[:n] - 1, codes[n:], 2 * attrs[n:] - 1, ["signal", "noise"])
+    assert pm == acc                                             # CelebA's -1/+1 coding reads the same
+    flipped = attribute_accuracy(codes[:n], 1 - attrs[:n], codes[n:], 1 - attrs[n:], ["signal", "noise"])
+    assert flipped["signal"] == 1.0
+    # the classifier has no trained direction: a code that only holds the attribute in a rotated,
+    # heavily scaled subspace still reads it, because w is the class-mean difference
+    R = np.linalg.qr(rs.normal(size=(4, 4)))[0] * 50
+    assert attribute_accuracy(codes[:n] @ R, attrs[:n], codes[n:] @ R, attrs[n:], ["signal", "noise"])["signal"] == 1.0
+
+
+def test_attribute_accuracy_bad_input():
+    z, a = np.zeros((10, 3)), np.tile([0, 1], 5)[:, None]
+    with pytest.raises(InputError, match="one value"): attribute_accuracy(z, np.ones((10, 1)), z, a)
+    with pytest.raises(InputError, match="binary"): attribute_accuracy(z, a * 2, z, a)
+    with pytest.raises(InputError, match="do not match"): attribute_accuracy(z[:9], a, z, a)
+    with pytest.raises(InputError, match="names"): attribute_accuracy(z, a, z, a, ["a", "b"])
+    with pytest.raises(InputError): attribute_accuracy(np.full((10, 3), np.nan), a, z, a)

@@ -1,5 +1,5 @@
 """DIP-VAE reproduction: the smoke run end to end, the hit/miss rule, the CelebA loader on a tiny fixture."""
-import importlib.util, json, sys, types
+import json
 from pathlib import Path
 
 import numpy as np
@@ -11,24 +11,9 @@ from disentbook.core import DataNotFoundError, InputError, REPRODUCTIONS, paper_
 
 
 @pytest.fixture
-def dip(monkeypatch):
-    "The real disentbook.dipvae when it exists; else a stand-in with the same names (tests only)."
-    if importlib.util.find_spec("disentbook.dipvae") is not None:
-        import disentbook.dipvae as real
-        return real
-    from disentbook.metrics import sap
-    from disentbook.train import OBJECTIVES, register_objective
-    from disentbook.vae import BetaVAE
-    stub = types.ModuleType("disentbook.dipvae")
-    class StandIn(BetaVAE):
-        def __init__(self, lambda_od, lambda_d=None, lambda_3=0.0):
-            super().__init__(beta=1.0); self.hparams = dict(lambda_od=lambda_od, lambda_d=lambda_d, lambda_3=lambda_3)
-    for name in ("dip_vae_i", "dip_vae_ii"):
-        if name not in OBJECTIVES: register_objective(name)(type(name, (StandIn,), {}))
-    stub.sap_dipvae = lambda c, f, ct, ft, factor_types=None: sap(c, f, ct, ft)
-    stub.zdiff_dipvae = lambda data, represent, seed=0, **kw: (0.9, 0.85)
-    monkeypatch.setitem(sys.modules, "disentbook.dipvae", stub)
-    return stub
+def dip():
+    import disentbook.dipvae as real
+    return real
 
 
 def test_smoke_end_to_end(dip, tmp_path, capsys):
@@ -46,7 +31,9 @@ def test_smoke_end_to_end(dip, tmp_path, capsys):
     m = json.loads((tmp_path / "metrics.json").read_text())
     assert set(m["dsprites"]) == {"VAE", "DIP-VAE-I (lambda_od=10)"} and len(m["sweep"]) == 4
     assert all(r["verdict"] in ("hit", "miss (higher)", "miss (lower)") for r in m["table"])
-    assert m["celeba"] == {} and "only at the paper scale" in md
+    assert m["celeba"] == {} and "only at the paper scale or with `celeba_root`" in md
+    assert "## Z-diff: how much is the classifier's" in md
+    assert {"zdiff_svm_standardized", "zdiff_logistic"} <= set(m["dsprites"]["VAE"])
     # a second run reuses the trained models (same settings), without training again
     capsys.readouterr()
     R.reproduce_dipvae("smoke", out_dir=tmp_path, device="cpu")
@@ -114,3 +101,19 @@ def test_celeba_skipped_with_message(dip, tmp_path, monkeypatch):
     R.reproduce_dipvae("paper", out_dir=tmp_path / "out", device="cpu", sweep=False)
     md = (tmp_path / "out" / "report.md").read_text()
     assert "CelebA columns skipped: CelebA not found in" in md
+
+
+def test_celeba_tables_1_and_2_on_a_fixture(dip, tmp_path):
+    "The CelebA path end to end at smoke scale on a fixture in the official layout: Table 1 columns and Table 2."
+    names = R.CELEBA_TABLE2_ATTRIBUTES[:-1] + ("Smiling",)          # Wearing_Lipstick missing from the file
+    R.make_celeba_fixture(tmp_path / "celeba", n=24, names=names, seed=1)
+    res = R.reproduce_dipvae("smoke", out_dir=tmp_path / "out", device="cpu", celeba_root=tmp_path / "celeba")
+    assert set(res["celeba"]) == {s["row"] for s in R.CELEBA_MODELS}
+    assert set(res["celeba_table2"]) == {s["row"] for s in R.CELEBA_TABLE2_MODELS}
+    for row, acc in res["celeba_table2"].items():
+        assert set(acc) == set(R.CELEBA_TABLE2_ATTRIBUTES[:-1]) and all(0 <= v <= 100 for v in acc.values())
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "## Table 2, CelebA attribute classification" in md and "not computed: Wearing_Lipstick: not in list_attr_celeba.txt" in md
+    assert "(71.8)" in md and "(Table 2) DIP-VAE-I" in md
+    for s in R._celeba_specs():
+        assert (tmp_path / "out" / "celeba" / "models" / s["slug"] / "eval.json").exists()
