@@ -97,13 +97,10 @@ class _DIPVAE(BetaVAE):
         self.hparams = dict(lambda_od=self.lambda_od, lambda_d=self.lambda_d, lambda_3=self.lambda_3)
 
     def forward(self, model, batch, step):
-        x = batch["x"]; out = model(x)
-        recon = model.nll(out["x_out"].float(), x).mean()
+        out, terms = self.elbo_terms(model, batch["x"])                # recon, kl, elbo, _kl as in the VAE
         mu, logvar = out["mu"].float(), out["logvar"].float()
-        kl_dims = gaussian_kl(mu, logvar).mean(0)
-        kl = kl_dims.sum()
         dip = dip_penalty(dip_covariance(mu, logvar, self.kind), self.lambda_od, self.lambda_d)
-        terms = dict(loss=recon + kl + dip, recon=recon, kl=kl, dip=dip, elbo=-(recon + kl), _kl=kl_dims)
+        terms.update(loss=terms["recon"] + terms["kl"] + dip, dip=dip)
         if self.lambda_3 > 0:
             terms["third"] = self.lambda_3 * third_moment_penalty(mu, logvar)
             terms["loss"] = terms["loss"] + terms["third"]

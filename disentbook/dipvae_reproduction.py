@@ -182,40 +182,33 @@ def _pv(dataset: str) -> dict:
         out.setdefault(r.row, {})[r.metric] = r.value
     return out
 
+def _finding(name, ours, paper, row, label, tests, cause) -> dict:
+    "One finding comparing `row` with the VAE: `tests(o, v, ratio) -> {part: ok}`; the note names failed parts and the cause."
+    def fmt(d, r): return f"recon {d[r]['recon_error_per_pixel']:.4f}, SAP {d[r]['sap']:.3f}, Z-diff {d[r]['zdiff']:.1f}"
+    if "VAE" not in ours or row not in ours:
+        return dict(finding=name, holds=None, numbers="", note=f"not checked: VAE or {label} not trained at this scale")
+    o, v = ours[row], ours["VAE"]
+    ratio = o["recon_error_per_pixel"] / v["recon_error_per_pixel"]
+    parts = tests(o, v, ratio); holds = all(parts.values())
+    note = "" if holds else f"fails on {', '.join(k for k, ok in parts.items() if not ok)}; likely cause: {cause}"
+    return dict(finding=name, holds=holds, ratio=ratio,
+                numbers=f"ours: {label} {fmt(ours, row)}; VAE {fmt(ours, 'VAE')} (recon ratio {ratio:.2f}). "
+                        f"paper: {label} {fmt(paper, row)}; VAE {fmt(paper, 'VAE')}", note=note)
+
 def check_findings(ours: dict, steps: int | None = None) -> list[dict]:
     "The two qualitative findings on `ours` = {row: metrics}; each with holds (True/False/None), numbers and a note."
-    paper = _pv("dsprites"); out = []
-    def fmt(d, row): return (f"recon {d[row]['recon_error_per_pixel']:.4f}, SAP {d[row]['sap']:.3f}, "
-                             f"Z-diff {d[row]['zdiff']:.1f}")
-    short = f"at {steps:,} training steps" if steps else "at this training length"
-    vae, dip, big = "VAE", "DIP-VAE-I (lambda_od=10)", "beta-VAE (beta=60)"
-    name1 = "(1) DIP-VAE-I reconstructs about as well as the VAE (≤ 1.5×) while SAP and Z-diff are higher"
-    if vae in ours and dip in ours:
-        o, v = ours[dip], ours[vae]
-        ratio = o["recon_error_per_pixel"] / v["recon_error_per_pixel"]
-        parts = dict(recon=ratio <= 1.5, sap=o["sap"] > v["sap"], zdiff=o["zdiff"] > v["zdiff"])
-        holds = all(parts.values())
-        note = "" if holds else (f"fails on {', '.join(k for k, ok in parts.items() if not ok)}; likely cause: {short} the "
-                                 "DIP penalty has not yet shaped the latents (and SAP / Z-diff on a small evaluation set "
-                                 "are noisy), while the paper's models are trained to convergence")
-        out.append(dict(finding=name1, holds=holds, ratio=ratio,
-                        numbers=f"ours: DIP-VAE-I {fmt(ours, dip)}; VAE {fmt(ours, vae)} (recon ratio {ratio:.2f}). "
-                                f"paper: DIP-VAE-I {fmt(paper, dip)}; VAE {fmt(paper, vae)}", note=note))
-    else: out.append(dict(finding=name1, holds=None, numbers="", note="not checked: VAE or DIP-VAE-I not trained at this scale"))
-    name2 = "(2) a large β (60) buys SAP over the VAE at a large (≥ 2×) reconstruction cost"
-    if vae in ours and big in ours:
-        o, v = ours[big], ours[vae]
-        ratio = o["recon_error_per_pixel"] / v["recon_error_per_pixel"]
-        parts = dict(sap=o["sap"] > v["sap"], recon_cost=ratio >= 2)
-        holds = all(parts.values())
-        note = "" if holds else (f"fails on {', '.join(k for k, ok in parts.items() if not ok)}; likely cause: {short} "
-                                 "the VAE itself is far from converged (its error stays high, so the ratio is small) "
-                                 "and β = 60 may have collapsed most latents")
-        out.append(dict(finding=name2, holds=holds, ratio=ratio,
-                        numbers=f"ours: β=60 {fmt(ours, big)}; VAE {fmt(ours, vae)} (recon ratio {ratio:.2f}). "
-                                f"paper: β=60 {fmt(paper, big)}; VAE {fmt(paper, vae)}", note=note))
-    else: out.append(dict(finding=name2, holds=None, numbers="", note="not checked: VAE or β-VAE (β = 60) not trained at this scale"))
-    return out
+    paper, short = _pv("dsprites"), f"at {steps:,} training steps" if steps else "at this training length"
+    return [
+        _finding("(1) DIP-VAE-I reconstructs about as well as the VAE (≤ 1.5×) while SAP and Z-diff are higher",
+                 ours, paper, "DIP-VAE-I (lambda_od=10)", "DIP-VAE-I",
+                 lambda o, v, r: dict(recon=r <= 1.5, sap=o["sap"] > v["sap"], zdiff=o["zdiff"] > v["zdiff"]),
+                 f"{short} the DIP penalty has not yet shaped the latents (and SAP / Z-diff on a small evaluation set are "
+                 "noisy), while the paper's models are trained to convergence"),
+        _finding("(2) a large β (60) buys SAP over the VAE at a large (≥ 2×) reconstruction cost",
+                 ours, paper, "beta-VAE (beta=60)", "β=60",
+                 lambda o, v, r: dict(sap=o["sap"] > v["sap"], recon_cost=r >= 2),
+                 f"{short} the VAE itself is far from converged (its error stays high, so the ratio is small) and β = 60 "
+                 "may have collapsed most latents")]
 
 # %% ../nbs/31_dipvae_reproduction.ipynb #93dfcde1
 METRICS = (("zdiff", "Z-diff (%)", "{:.1f}"), ("sap", "SAP", "{:.4f}"), ("recon_error_per_pixel", "recon. error/pixel", "{:.4f}"))
@@ -250,6 +243,7 @@ def _hp(spec): return spec["params"].get("beta", spec["params"].get("lambda_od",
 def figure1(points: list[dict], title: str):
     "SAP and Z-diff against reconstruction error per pixel; `points` = [dict(spec, metrics)]."
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     fig = Figure(figsize=(11, 4.2), dpi=100)
     paper = _pv("dsprites")
     for i, (key, name) in enumerate([("sap", "SAP score"), ("zdiff", "Z-diff score (%)")]):
@@ -269,6 +263,8 @@ def figure1(points: list[dict], title: str):
             ax.scatter([m["recon_error_per_pixel"]], [m[key]], facecolors="none", edgecolors=c, marker=mk, s=50)
         ax.scatter([], [], facecolors="none", edgecolors="gray", label="paper, Table 1 (hollow)")
         ax.set_xscale("log"); ax.set_xlabel("reconstruction error per pixel (squared error)"); ax.set_ylabel(name)
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))      # labels at 1, 2, 5 x 10^k only
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}")); ax.xaxis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10); fig.tight_layout()
     return fig

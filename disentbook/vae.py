@@ -38,12 +38,18 @@ class BetaVAE(Objective):
         super().__init__(beta=float(beta))
         self.beta = float(beta)
 
-    def forward(self, model, batch, step):
-        x = batch["x"]; out = model(x)
+    @staticmethod
+    def elbo_terms(model, x) -> tuple[dict, dict]:
+        "`(model(x), terms)`: the batch means of recon (NLL) and KL, the ELBO and the per-latent KL `_kl` (for subclasses)."
+        out = model(x)
         recon = model.nll(out["x_out"].float(), x).mean()
         kl_dims = gaussian_kl(out["mu"].float(), out["logvar"].float()).mean(0)
         kl = kl_dims.sum()
-        return dict(loss=recon + self.beta * kl, recon=recon, kl=kl, elbo=-(recon + kl), _kl=kl_dims)
+        return out, dict(recon=recon, kl=kl, elbo=-(recon + kl), _kl=kl_dims)
+
+    def forward(self, model, batch, step):
+        out, t = self.elbo_terms(model, batch["x"])
+        return dict(loss=t["recon"] + self.beta * t["kl"], **t)
 
 @register_objective("vae")
 class VAEObjective(BetaVAE):
