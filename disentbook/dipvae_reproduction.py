@@ -543,7 +543,7 @@ def _report(scale, cfg, ours, celeba, celeba_note, findings, sweep_points, grid_
         L += [f"| {p['spec']['label']} | {p['metrics']['sap']:.4f} | {p['metrics']['zdiff']:.1f} | "
               f"{p['metrics']['recon_error_per_pixel']:.4f} |" for p in sweep_points]
     else:
-        L += ["- Figure 1 not run (pass `sweep=True`)."]
+        L += ["- Figure 1 not run (pass `sweep=True`; on the command line `-o sweep=true`)."]
     L += ["", "## CelebA", "", celeba_note, ""]
     if celeba: L += [table_markdown(celeba, "celeba"), "", "Z-diff is not computed on CelebA (no factor sampler).", ""]
     if table2:
