@@ -140,6 +140,16 @@ register_dataset(DatasetInfo(
     "ImageNet terms of access (non-commercial research)", manual=True,
     globs=("*.jpg", "*.jpeg", "*.JPEG", "*.png")))
 
+register_dataset(DatasetInfo(
+    "chairs", (RemoteFile("rendered_chairs.tar", None, None,
+                          "https://www.di.ens.fr/willow/research/seeing3Dchairs/data/rendered_chairs.tar"),),
+    "chairs", "https://www.di.ens.fr/willow/research/seeing3Dchairs/",
+    "Aubry, Maturana, Efros, Russell, Sivic. Seeing 3D chairs: exemplar part-based 2D-3D alignment using a large "
+    "dataset of CAD models (CVPR 2014)",
+    "3D Chairs: 86,366 renders of 1,393 chair models (31 azimuths x 2 elevations). Not hash-checked; after "
+    "`prepare` (or copying the tar here) unpack it in this folder so that rendered_chairs/<chair>/renders/*.png exist.",
+    "see the homepage (research use)", hash_source="no sha256 or size published for rendered_chairs.tar"))
+
 # %% ../nbs/02_registry.ipynb #4d3e56af
 def dataset_dir(name: str, root=None) -> Path:
     "Folder of dataset `name`: `<data dir>/<subdir>`."

@@ -202,7 +202,7 @@ def test_download_unreachable_and_offline(datadir, toy, monkeypatch, tmp_path):
 
 def test_registry_entries_are_real_hashes():
     for name in ["dsprites", "mnist", "shapes3d", "smallnorb", "mpi3d_toy", "mpi3d_realistic", "mpi3d_real",
-                 "celeba", "affectnet", "imagenet_grass"]:
+                 "celeba", "affectnet", "imagenet_grass", "chairs"]:
         info = DATASETS[name]
         for f in info.files:
             assert f.sha256 is None or len(f.sha256) == 64
