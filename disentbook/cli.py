@@ -14,7 +14,9 @@ __all__ = ['PLUGIN_MODULES', 'TRAINING_SETS', 'load_plugins', 'parse_params', 'c
            'cmd_student_edition', 'train_job', 'build_parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #e9e66555
-PLUGIN_MODULES = ["disentbook.vae", "disentbook.dipvae", "disentbook.dipvae_reproduction"]
+PLUGIN_MODULES = ["disentbook.vae", "disentbook.dipvae", "disentbook.dipvae_reproduction", "disentbook.tcwae",
+                  "disentbook.tcwae_reproduction", "disentbook.grassy", "disentbook.contrastive",
+                  "disentbook.contrastive_reproduction"]
 
 def load_plugins():
     "Import every module that registers objectives or reproductions."

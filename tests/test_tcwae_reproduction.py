@@ -1,0 +1,171 @@
+"TCWAE reproduction: the smoke run end to end, hit/miss and findings, the figures, the sweep runner (local and Ray), loaders."
+import importlib.util, json, math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from disentbook import tcwae_reproduction as R
+from disentbook.core import REPRODUCTIONS, CorruptFileError, DataNotFoundError, InputError, make_generator, paper_values
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    "Tiny convolutions run faster on one thread, and much faster when the two cores are shared with other jobs."
+    n = torch.get_num_threads(); torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_paper_values_transcribed():
+    pv = paper_values("tcwae")
+    assert sorted(s["row"] for s in R.DSPRITES_MODELS) == sorted(pv.query("table == 'Table 1a'").row.unique())
+    assert sorted(s["row"] for s in R.SMALLNORB_MODELS) == sorted(pv.query("table == 'Table 1b'").row.unique())
+    get = lambda t, row, m: pv.query("table == @t and row == @row and metric == @m").value.item()
+    assert get("Table 1a", "TCWAE-MWS (beta=50, xent)", "mig") == 0.36
+    assert get("Table 1a", "WAE (lambda=200)", "sap_std") == 0.004
+    assert get("Table 1b", "TCWAE-GAN (beta=4, l2sq)", "rec") == 2.05
+    t5 = pv.query("table == 'Table 5' and row == 'TCWAE-GAN (xent)'").set_index("dataset").value
+    assert t5["dsprites"] == 5 and t5["smallnorb"] == 1
+    assert len(pv.query("table == 'Table 1a'")) == 5 * 8 and len(pv.query("table == 'Table 1b'")) == 9 * 8
+    # the hyperparameters of the specs are those of the row names and Table 5
+    spec = {s["row"]: s for s in R.DSPRITES_MODELS}
+    assert spec["TCWAE-MWS (beta=50, xent)"]["params"] == dict(beta=50.0, gamma=100.0, cost="xent")
+    assert spec["TCWAE-GAN (beta=100, xent)"]["params"]["gamma"] == 5.0
+    assert {s["row"]: s for s in R.SMALLNORB_MODELS}["TCWAE-MWS (beta=4, l2sq)"]["params"] == dict(beta=4.0, gamma=8.0, cost="l2sq")
+
+
+def test_scales_and_settings():
+    assert R.TRAIN_OPTIM == dict(lr=4e-4, betas=(0.9, 0.999), eps=8e-4)
+    paper = R._scale_config("paper")
+    assert paper["batch_size"] == 256 and len(paper["seeds"]) == 5 and paper["disc"]["disc_lr"] == 1e-4
+    assert paper["grid"]["betas"] == list(R.PAPER_GRID) == [1, 5, 10, 50, 100, 150]
+    with pytest.raises(InputError, match="scale must be one of"): R._scale_config("huge")
+    cfg = R._scale_config("quick")
+    kw = R.objective_kwargs(R.mws_spec(50, 100), cfg, 737_280)
+    assert kw["dataset_size"] == 737_280 and "disc_lr" not in kw
+    kw = R.objective_kwargs(R.gan_spec(100, 5), cfg, 737_280)
+    assert kw["disc_hidden"] == 1000 and kw["disc_depth"] == 6 and "dataset_size" not in kw
+
+
+def test_judge_aggregate_findings():
+    assert R.judge("mig", 0.30, 0.36, 0.04) == "hit" and R.judge("mig", 0.2, 0.36, 0.04) == "miss (lower)"
+    assert R.judge("rec", 3.6, 3.01, 0.03) == "miss (higher)" and R.judge("sap", float("nan"), 0.1) == "n/a"
+    with pytest.raises(InputError): R.judge("fid", 1, 1)
+    a = R.aggregate([dict(rec=1.0, mig=0.1), dict(rec=3.0, mig=0.3)])
+    assert a["rec"][0] == 2.0 and a["rec"][1] == pytest.approx(math.sqrt(2))
+    paper = {row: {k: (v[k], v[k + "_std"]) for k in ("rec", "mig", "factorvae", "sap")} for row, v in R._pv("Table 1a").items()}
+    assert all(f["holds"] for f in R.check_findings(paper))
+    worse = {r: dict(v) for r, v in paper.items()}
+    worse["TCWAE-MWS (beta=50, xent)"]["rec"] = (5.0, 0.0)                # 2 log units above WAE: not comparable
+    f = R.check_findings(worse, 1000)
+    assert f[0]["holds"] and f[1]["holds"] is False
+    assert R.check_findings({})[0]["holds"] is None
+
+
+def test_figures_render(tmp_path):
+    from disentbook.viz import save_figure
+    agg = lambda r: dict(rec=(r, 0.1), mig=(0.1 * r, float("nan")), factorvae=(0.5, 0.0), sap=(0.01, 0.0), mmd=(0.01 * r, 0.0))
+    pts = {(o, float(b), float(g)): agg(b / 10) for o in ("tcwae_mws", "tcwae_gan") for b in (1, 50) for g in (5, 100)}
+    save_figure(R.figure1(pts, (1, 50), (5, 100), "coarse grid"), tmp_path / "f1.png")
+    save_figure(R.figure3([dict(spec=R.btc_spec(b), agg=agg(b)) for b in (1, 4, 8)], "f3"), tmp_path / "f3.png")
+    p6 = [dict(spec=s, lam=l, agg=agg(l), terms=dict(tc=1.0, dwkl=2.0, mmd=0.1)) for l in (1, 10) for s in (R.wae_spec(l), R.mws_spec(l, l))]
+    assert R._reg(p6[0]) == 0.1 and R._reg(p6[1]) == 3.0
+    save_figure(R.figure6(p6, "f6"), tmp_path / "f6.png")
+    for f in ("f1", "f3", "f6"): assert (tmp_path / f"{f}.png").stat().st_size > 1000
+
+
+def test_smoke_end_to_end_and_resume(tmp_path):
+    res = REPRODUCTIONS["tcwae"]("smoke", out_dir=tmp_path, device="cpu", data="dsprites_small")
+    for f in ("report.md", "metrics.json", "table.csv", "traversals.png", "traversals/wae_mmd_xent_lam200.png",
+              "models/tcwae_mws_beta50_xent_gamma100_s0/eval.json", "models/factor_vae_gamma100_s0/train/checkpoint/state.pt"):
+        assert (tmp_path / f).stat().st_size > 0, f
+    md = (tmp_path / "report.md").read_text()
+    pv = R._pv("Table 1a")
+    for row, v in pv.items():
+        assert f"| {row} |" in md and f"{v['mig']:.3f} ± {v['mig_std']:.3f}" in md
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    for row in pv: assert set(m["table1a"][row]) >= {"rec", "mig", "factorvae", "sap"}
+    assert all(np.isfinite(m["table1a"][r]["rec"][0]) for r in pv)
+    assert len(m["findings"]) == 3 and "Figures 1, 3, 6 not run" in md
+    # a second call reuses every trained model (no training: the eval.json settings match)
+    job = R.make_jobs(R.DSPRITES_MODELS[:1], m["config"], tmp_path, "cpu", "dsprites_small")[0]
+    before = (tmp_path / "models/wae_mmd_xent_lam200_s0/eval.json").stat().st_mtime
+    assert R.run_jobs([job])[0] == m["runs"]["WAE (lambda=200)"][0]
+    assert (tmp_path / "models/wae_mmd_xent_lam200_s0/eval.json").stat().st_mtime == before
+
+
+def test_runner_errors(monkeypatch):
+    with pytest.raises(InputError, match="runner: expected one of"): R.run_jobs([], runner="dask")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(InputError, match="needs Ray"): R.run_jobs([dict()], runner="ray")
+    assert R.run_jobs([], runner="auto") == []
+
+
+def test_ray_runner_on_a_local_instance(tmp_path):
+    pytest.importorskip("ray")
+    cfg = R._scale_config("smoke")
+    jobs = R.make_jobs([R.wae_spec(10), R.mws_spec(1, 5)], cfg, tmp_path, "cpu", "dsprites_small")
+    res = R.run_jobs(jobs, runner="ray", num_cpus=2)
+    assert len(res) == 2 and all(np.isfinite(r["rec"]) for r in res)
+    assert (tmp_path / "models" / f"{jobs[1]['spec']['slug']}_s0" / "eval.json").exists()
+
+
+def _norb_fixture(folder, gz=("training",)):
+    folder = Path(folder)
+    for split, insts in (("training", (4, 6)), ("testing", (0, 1))):
+        rows = [(c, e, a, 0, i) for c in range(2) for e in range(3) for a in (0, 2) for i in insts]
+        ext = ".mat.gz" if split in gz else ".mat"
+        dat = np.zeros((len(rows), 2, 96, 96), np.uint8)
+        for r, (c, e, a, l, i) in enumerate(rows): dat[r] = 40 * c + 10 * e + 5 * (a // 2) + i
+        R.write_norb_matrix(dat, folder / f"{R.NORB_PREFIX[split]}-dat{ext}")
+        R.write_norb_matrix(np.array([r[0] for r in rows], np.int32), folder / f"{R.NORB_PREFIX[split]}-cat{ext}")
+        R.write_norb_matrix(np.array([[r[4], r[1], r[2], r[3]] for r in rows], np.int32), folder / f"{R.NORB_PREFIX[split]}-info{ext}")
+
+
+def test_smallnorb_loader(tmp_path):
+    _norb_fixture(tmp_path)
+    raw = (tmp_path / f"{R.NORB_PREFIX['testing']}-info.mat").read_bytes()
+    assert np.frombuffer(raw[:4], "<u4")[0] == 0x1E3D4C54                  # int32 magic, little-endian
+    assert np.frombuffer(raw[4:8], "<i4")[0] == 2 and len(raw) == 8 + 4 * 3 + 24 * 4 * 4   # ndim 2, three dims in the header
+    d = R.load_smallnorb(tmp_path)
+    assert d.factor_sizes == (2, 3, 2, 1) and d.num_images == 48 and d.observation_shape == (1, 64, 64)
+    f = torch.tensor([[1, 2, 1, 0]] * 20)
+    v = d.sample_observations_from_factors(f, 0)[:, 0, 30, 30].int() - (40 + 20 + 5)
+    assert set(v.tolist()) <= {0, 1, 4, 6} and len(set(v.tolist())) > 1      # the instance varies, the factors do not
+    a = d.sample_observations_from_factors(f, np.random.default_rng(3)); b = d.sample_observations_from_factors(f, np.random.default_rng(3))
+    assert torch.equal(a, b)
+    from disentbook.data import SingleSampler
+    batch = SingleSampler(d, device="cpu").sample(8, make_generator(0))
+    assert batch["x"].shape == (8, 1, 64, 64) and batch["factors"].shape == (8, 4)
+    (tmp_path / f"{R.NORB_PREFIX['testing']}-dat.mat").write_bytes(raw[:30])
+    with pytest.raises(CorruptFileError, match="header says"): R.load_smallnorb(tmp_path)
+    (tmp_path / f"{R.NORB_PREFIX['testing']}-dat.mat").unlink()
+    with pytest.raises(DataNotFoundError, match="testing-dat.mat"): R.load_smallnorb(tmp_path)
+
+
+def test_smallnorb_incomplete_grid(tmp_path):
+    _norb_fixture(tmp_path, gz=())
+    info = R.read_norb_matrix(tmp_path / f"{R.NORB_PREFIX['testing']}-info.mat").copy()
+    R.write_norb_matrix(info, tmp_path / f"{R.NORB_PREFIX['testing']}-info.mat")
+    d = R.load_smallnorb(tmp_path, size=32)
+    assert d.observation_shape == (1, 32, 32)
+    with pytest.raises(CorruptFileError, match="no image"):
+        R.SmallNORB(torch.zeros(2, 1, 8, 8, dtype=torch.uint8), torch.tensor([[0, 0, 0, 0], [1, 1, 0, 0]]))
+
+
+def test_chairs_loader(tmp_path):
+    from PIL import Image
+    rs = np.random.default_rng(0)
+    for c, name in enumerate(("1a6f615e8b1b5ae4dbbc9440457e303e", "1a8bbf2994788e2743e99e0cae970928")):
+        d = tmp_path / "rendered_chairs" / name / "renders"; d.mkdir(parents=True)
+        for v, (p, t) in enumerate(((20, 0), (20, 11), (30, 348))):
+            Image.fromarray(rs.integers(0, 255, (80, 80, 3), dtype=np.uint8)).save(d / f"image_{v:03d}_p{p:03d}_t{t:03d}_r096.png")
+    ch = R.load_chairs(tmp_path, crop=60)
+    assert ch.images.shape == (6, 3, 64, 64) and ch.images.dtype == torch.uint8
+    assert ch.chair.tolist() == [0, 0, 0, 1, 1, 1] and ch.elevation.tolist() == [20, 20, 30] * 2 and ch.azimuth.tolist() == [0, 11, 348] * 2
+    assert ch.as_labelled().class_names[1].startswith("1a8b")
+    assert len(R.load_chairs(tmp_path / "rendered_chairs", limit=2)) == 2
+    with pytest.raises(DataNotFoundError, match="3D Chairs not found"): R.load_chairs(tmp_path / "empty")
