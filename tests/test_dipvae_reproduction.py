@@ -117,3 +117,14 @@ def test_celeba_tables_1_and_2_on_a_fixture(dip, tmp_path):
     assert "(71.8)" in md and "(Table 2) DIP-VAE-I" in md
     for s in R._celeba_specs():
         assert (tmp_path / "out" / "celeba" / "models" / s["slug"] / "eval.json").exists()
+
+
+def test_tradeoff_finding():
+    def pt(obj, label, sap, rec): return dict(spec=dict(objective=obj, label=label), metrics=dict(sap=sap, recon_error_per_pixel=rec))
+    pts = [pt("vae", "VAE", 0.10, 0.010), pt("beta_vae", "b16", 0.30, 0.014), pt("beta_vae", "b64", 0.60, 0.030),
+           pt("dip_vae_i", "i10", 0.20, 0.011), pt("dip_vae_ii", "ii100", 0.40, 0.013)]
+    f = R.tradeoff_finding(pts)
+    assert f["holds"] is True and "recon limit 0.0150" in f["numbers"] and "b64" not in f["numbers"]   # b64 over budget
+    assert R.tradeoff_finding(pts, budget=3.0)["holds"] is False                                        # b64 now counts
+    assert R.tradeoff_finding(pts[1:])["holds"] is None
+    assert R.tradeoff_finding([p for p in pts if p["spec"]["objective"] != "dip_vae_ii"])["holds"] is False
