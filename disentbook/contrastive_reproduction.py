@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .core import (REPRODUCTIONS, SCALES, DataNotFoundError, InputError, default_device, make_generator,
+from .core import (REPRODUCTIONS, SCALES, finding_lines, DataNotFoundError, InputError, default_device, make_generator,
                              paper_values, to_numpy, write_json)
 from .data import TargetBackgroundSampler
 from .contrastive import ContrastiveVAE, w2_loss
@@ -421,9 +421,7 @@ def _report(scale, cfg, ours, claims, notes, sweeps, figs, seconds, dev, out) ->
               "batch 128), on fewer images, with a smaller hidden layer, so absolute numbers are expected to miss; the "
               "claims below are about the ordering of the methods.", ""]
     L += ["## The paper's claims, checked", ""]
-    for c in claims:
-        v = {True: "HOLDS", False: "DOES NOT HOLD", None: "NOT CHECKED"}[c["holds"]]
-        L.append(f"- **{c['dataset']} {c['claim']}: {v}.** {c['numbers']}" + (f" — {c['note']}" if c.get("note") else ""))
+    L += finding_lines(claims, title=lambda c: f"{c['dataset']} {c['claim']}")
     L += ["", "## Data", ""] + [f"- {n}" for n in notes]
     L += ["", "## Figures", ""] + [f"- `{Path(f).name}`" for f in figs]
     for key, label in (("lambdas", "Figure 6b (λ_z)"), ("sizes", "Figure 11 (images per digit)")):

@@ -11,10 +11,11 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['SCALES', 'REPRODUCTIONS', 'DisentbookError', 'InputError', 'DataNotFoundError', 'CorruptFileError',
+__all__ = ['SCALES', 'REPRODUCTIONS', 'VERDICTS', 'DisentbookError', 'InputError', 'DataNotFoundError', 'CorruptFileError',
            'ConfigMismatchError', 'NonFiniteLossError', 'in_test', 'default_device', 'seed_everything',
            'make_generator', 'package_dir', 'data_dir', 'sha256_file', 'atomic_path', 'write_json', 'check_images',
-           'to_float_images', 'to_numpy', 'as_codes', 'as_factors', 'check_lengths', 'Registry', 'paper_values']
+           'to_float_images', 'to_numpy', 'as_codes', 'as_factors', 'check_lengths', 'Registry', 'paper_values',
+           'finding_lines']
 
 # %% ../nbs/00_core.ipynb #606f2d22
 class DisentbookError(Exception):
@@ -196,3 +197,11 @@ def paper_values(paper: str):
         known = sorted(p.stem for p in path.parent.glob("*.csv"))
         raise InputError(f"no paper values for {paper!r}; known: {', '.join(known)}")
     return pd.read_csv(path, keep_default_na=False, dtype={"value": float})
+
+VERDICTS = {True: "HOLDS", False: "DOES NOT HOLD", None: "NOT CHECKED"}
+
+def finding_lines(findings: list[dict], title=lambda f: f["finding"]) -> list[str]:
+    """Markdown bullets of a report's checked claims: each a dict with `holds` (True / False / None for not checked),
+    `numbers` and an optional `note`; `title(f)` names the claim."""
+    return [f"- **{title(f)}: {VERDICTS[f['holds']]}.** {f.get('numbers', '')}" + (f" — {f['note']}" if f.get("note") else "")
+            for f in findings]

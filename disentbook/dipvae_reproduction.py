@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .core import (REPRODUCTIONS, SCALES, DataNotFoundError, InputError, default_device, make_generator,
+from .core import (REPRODUCTIONS, SCALES, finding_lines, DataNotFoundError, InputError, default_device, make_generator,
                              paper_values, to_numpy, write_json)
 from .data import DSprites, LabelledImages, SingleSampler
 from .nets import VAE
@@ -555,9 +555,7 @@ def _report(scale, cfg, ours, celeba, celeba_note, findings, sweep_points, grid_
               "training length, not from a different objective or metric.", ""]
     L += _zdiff_classifier_lines(ours)
     L += ["## The paper's findings, checked", ""]
-    for f in findings:
-        verdict = {True: "HOLDS", False: "DOES NOT HOLD", None: "NOT CHECKED"}[f["holds"]]
-        L += [f"- **{f['finding']}: {verdict}.** {f['numbers']}" + (f" — {f['note']}" if f["note"] else "")]
+    L += finding_lines(findings)
     L += ["", "## Figures", "",
           "- `traversals.png` (Figures 3-4: every model, five highest-KL latents) and `traversals/<slug>.png` per model."]
     if sweep_points:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .core import (REPRODUCTIONS, SCALES, CorruptFileError, DataNotFoundError, InputError, data_dir,
+from .core import (REPRODUCTIONS, SCALES, finding_lines, CorruptFileError, DataNotFoundError, InputError, data_dir,
                              default_device, in_test, make_generator, paper_values, to_float_images, to_numpy, write_json)
 from .data import DSprites, GroundTruthData, LabelledImages, SingleSampler
 from .nets import VAE
@@ -659,9 +659,7 @@ def _report(scale, cfg, agg, findings, sweeps, grid_note, extra, seconds, table_
               "misses against the paper's converged numbers are expected; they come from training length, not a different "
               "objective or metric.", ""]
     L += ["## The paper's findings, checked", ""]
-    for f in findings:
-        v = {True: "HOLDS", False: "DOES NOT HOLD", None: "NOT CHECKED"}[f["holds"]]
-        L.append(f"- **{f['finding']}: {v}.** {f['numbers']}" + (f" — {f['note']}" if f["note"] else ""))
+    L += finding_lines(findings)
     L += ["", "## Figures", "", "- `traversals.png` (Figure 2 style, dSprites; rows: highest aggregate KL), `traversals/<slug>.png`."]
     if sweeps:
         L += [f"- `figure1_heatmaps.png`, `figure3_scores_vs_rec.png`, `figure6_ablation.png`: {grid_note}.", "",
