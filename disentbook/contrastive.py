@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from .core import InputError, make_generator, to_float_images
 from .exercises import Case, CheckResult, check_function
-from .nets import MODELS, VAE, ConvEncoder, reparameterize
+from .nets import MODELS, VAE, ConvEncoder, MLPDiscriminator, reparameterize
 from .train import Objective, register_objective
 from .vae import gaussian_kl
 
@@ -127,10 +127,8 @@ class DensityRatioDiscriminator(nn.Module):
     def __init__(self, in_dim: int, hidden: int = 256, depth: int = 2, dropout: float = 0.0):
         super().__init__()
         if in_dim < 1 or depth < 1: raise InputError(f"in_dim and depth must be >= 1, got {in_dim}, {depth}")
-        layers, d = [], in_dim
-        for _ in range(depth): layers += [nn.Linear(d, hidden), nn.LeakyReLU(0.2)]; d = hidden
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.net = nn.Sequential(*layers, nn.Linear(d, 1))
+        self.net = MLPDiscriminator(in_dim, hidden=hidden, depth=depth, out_dim=1, act="leaky_relu")   # nets' MLP, one logit
         self.in_dim = in_dim
     def forward(self, *parts) -> torch.Tensor:
         h = torch.cat([p.flatten(1).float() for p in parts if p is not None], 1)

@@ -15,24 +15,20 @@ from .core import (REPRODUCTIONS, SCALES, finding_lines, DataNotFoundError, Inpu
                              paper_values, to_numpy, write_json)
 from .data import DSprites, LabelledImages, SingleSampler
 from .nets import VAE
-from .train import Trainer, TrainConfig, load_model, make_objective
+from .scores import encode_means
+from .train import Trainer, TrainConfig, load_model, make_objective, model_spec
 from .vae import evaluate_vae
 from .viz import history_figure, image_grid, kl_per_dim, save_figure, traversal_figure, traversal_images
 
 # %% auto #0
 __all__ = ['DSPRITES_MODELS', 'CELEBA_MODELS', 'CELEBA_TABLE2_MODELS', 'CELEBA_TABLE2_ATTRIBUTES', 'PAPER_BETAS', 'PAPER_LAMBDAS',
            'DIPVAE_SCALES', 'HIT_RULE', 'HIT_RULE_TEXT', 'TRADEOFF_FAMILIES', 'METRICS', 'FAMILY_STYLE',
-           'CELEBA_SPLITS', 'model_spec', 'beta_spec', 'dip_i_spec', 'dip_ii_spec', 'encode_means', 'zdiff_percent',
-           'evaluate_dsprites', 'train_model', 'run_model', 'judge', 'check_findings', 'tradeoff_finding', 'table_rows',
-           'table_markdown', 'figure1', 'traversals_combined', 'CelebA', 'load_celeba', 'make_celeba_fixture',
-           'attribute_table', 'reproduce_celeba', 'table2_markdown', 'table2_finding', 'reproduce_dipvae']
+           'CELEBA_SPLITS', 'beta_spec', 'dip_i_spec', 'dip_ii_spec', 'zdiff_percent', 'evaluate_dsprites',
+           'train_model', 'run_model', 'judge', 'check_findings', 'tradeoff_finding', 'table_rows', 'table_markdown',
+           'figure1', 'traversals_combined', 'CelebA', 'load_celeba', 'make_celeba_fixture', 'attribute_table',
+           'reproduce_celeba', 'table2_markdown', 'table2_finding', 'reproduce_dipvae']
 
 # %% ../nbs/31_dipvae_reproduction.ipynb #8fb6b5fe
-def model_spec(row: str | None, objective: str, label: str, **params) -> dict:
-    "One model to train: its paper row (or None), objective name and hyperparameters, a short label for figures."
-    slug = objective + "".join(f"_{k}{v:g}" for k, v in sorted(params.items()))
-    return dict(row=row, objective=objective, params={k: float(v) for k, v in params.items()}, label=label, slug=slug)
-
 def beta_spec(beta: float, row: str | None = None) -> dict:
     "β-VAE (β = 1 is the VAE objective itself)."
     if beta == 1: return model_spec(row or "VAE", "vae", "VAE")
@@ -94,13 +90,6 @@ def _dipvae():
         if e.name != "disentbook.dipvae": raise
         raise InputError("the DIP-VAE reproduction needs disentbook.dipvae (nbs/30_dipvae.ipynb); "
                          "run nbdev_export") from e
-
-@torch.no_grad()
-def encode_means(model, x, batch_size: int = 512) -> np.ndarray:
-    "Encoder means of images `x` (uint8 or float, numpy or torch), batch by batch, as a float64 numpy array."
-    x = torch.as_tensor(x) if isinstance(x, np.ndarray) else x
-    return np.concatenate([to_numpy(model.embed(x[i:i + batch_size])) for i in range(0, len(x), batch_size)]
-                          ).astype(np.float64)
 
 def _kept_factors(data) -> tuple[list[int], list[str]]:
     "Indices of the non-constant factors and their SAP types (dSprites: shape categorical, the rest continuous)."

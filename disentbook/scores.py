@@ -19,7 +19,7 @@ __all__ = ['SYNTHETIC_KINDS', 'BETA_VAE_CLASSIFIER', 'ARRAY_METRICS', 'SAMPLED_M
            'check_ground_truth', 'sample_factor_array', 'codes_from_factors', 'SyntheticFactors',
            'SyntheticRepresentation', 'synthetic_representation', 'beta_vae_features', 'beta_vae_score',
            'FactorVAEResult', 'factor_vae_details', 'factor_vae_score', 'check_metric_names', 'available_metrics',
-           'make_represent', 'evaluate']
+           'make_represent', 'evaluate', 'encode_means']
 
 # %% ../nbs/21_scores.ipynb #ebc1efd2
 def check_ground_truth(data) -> tuple[int, np.ndarray]:
@@ -414,3 +414,11 @@ def evaluate(model, data, metrics=DEFAULT_METRICS, seed: int = 0, num_points: in
     finally:
         if was_training: model.train()
     return pd.DataFrame(rows, columns=["metric", "quantity", "split", "value", "n", "seconds"])
+
+# %% ../nbs/21_scores.ipynb #e222ffe0
+@torch.no_grad()
+def encode_means(model, x, batch_size: int = 512) -> np.ndarray:
+    "Encoder means (`model.embed`) of images `x` (uint8 or float, numpy or torch), batch by batch, as a float64 numpy array."
+    x = torch.as_tensor(x) if isinstance(x, np.ndarray) else x
+    return np.concatenate([to_numpy(model.embed(x[i:i + batch_size])) for i in range(0, len(x), batch_size)]
+                          ).astype(np.float64)

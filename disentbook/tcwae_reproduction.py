@@ -15,26 +15,20 @@ from .core import (REPRODUCTIONS, SCALES, finding_lines, CorruptFileError, DataN
                              default_device, in_test, make_generator, paper_values, to_float_images, to_numpy, write_json)
 from .data import DSprites, GroundTruthData, LabelledImages, SingleSampler
 from .nets import VAE
-from .train import Trainer, TrainConfig, load_model, make_objective
+from .scores import encode_means
+from .train import Trainer, TrainConfig, load_model, make_objective, model_spec
 from .viz import history_figure, image_grid, save_figure, traversal_figure
 
 # %% auto #0
 __all__ = ['DSPRITES_MODELS', 'SMALLNORB_MODELS', 'PAPER_GRID', 'PAPER_ABLATION', 'PAPER_FIG3_BETAS', 'TCWAE_SCALES',
            'TRAIN_OPTIM', 'RUNNERS', 'METRICS', 'HIT_TOL', 'HIT_RULE_TEXT', 'FAMILY', 'NORB_MAGIC', 'NORB_PREFIX',
-           'SMALLNORB_FACTORS', 'QUALITATIVE_MODELS', 'model_spec', 'wae_spec', 'mws_spec', 'gan_spec', 'btc_spec',
-           'fvae_spec', 'objective_kwargs', 'spec_cost', 'encode_means', 'reconstruction_log_cost', 'evaluate_model',
-           'load_data', 'run_job', 'run_jobs', 'make_jobs', 'aggregate', 'judge', 'table_rows', 'table_markdown',
-           'check_findings', 'figure1', 'figure3', 'figure6', 'traversals_panel', 'read_norb_matrix',
-           'write_norb_matrix', 'SmallNORB', 'load_smallnorb', 'Chairs', 'load_chairs', 'reproduce_qualitative',
-           'reproduce_tcwae']
+           'SMALLNORB_FACTORS', 'QUALITATIVE_MODELS', 'wae_spec', 'mws_spec', 'gan_spec', 'btc_spec', 'fvae_spec',
+           'objective_kwargs', 'spec_cost', 'reconstruction_log_cost', 'evaluate_model', 'load_data', 'run_job',
+           'run_jobs', 'make_jobs', 'aggregate', 'judge', 'table_rows', 'table_markdown', 'check_findings', 'figure1',
+           'figure3', 'figure6', 'traversals_panel', 'read_norb_matrix', 'write_norb_matrix', 'SmallNORB',
+           'load_smallnorb', 'Chairs', 'load_chairs', 'reproduce_qualitative', 'reproduce_tcwae']
 
 # %% ../nbs/41_tcwae_reproduction.ipynb #848e17df
-def model_spec(row: str | None, objective: str, label: str, **params) -> dict:
-    "One model: its paper row (or None), objective name and hyperparameters, a short label for figures."
-    slug = objective + "".join(f"_{k}{v:g}" if isinstance(v, (int, float)) else f"_{v}" for k, v in sorted(params.items()))
-    return dict(row=row, objective=objective, label=label, slug=slug,
-                params={k: float(v) if isinstance(v, (int, float)) else v for k, v in params.items()})
-
 def wae_spec(lam, row=None, cost="xent"): return model_spec(row, "wae_mmd", f"WAE λ={lam:g}", lam=lam, cost=cost)
 def mws_spec(beta, gamma, row=None, cost="xent"):
     return model_spec(row, "tcwae_mws", f"TCWAE-MWS β={beta:g} γ={gamma:g}", beta=beta, gamma=gamma, cost=cost)
@@ -99,11 +93,6 @@ def objective_kwargs(spec: dict, cfg: dict, dataset_size: int) -> dict:
 def spec_cost(spec: dict) -> str:
     "The reconstruction cost reported for a model: its own for the WAEs, cross-entropy for the VAEs."
     return spec["params"].get("cost", "xent")
-
-@torch.no_grad()
-def encode_means(model, x, batch_size: int = 512) -> np.ndarray:
-    "Encoder means of images `x` (uint8 or float), batch by batch, as float64 numpy."
-    return np.concatenate([to_numpy(model.embed(x[i:i + batch_size])) for i in range(0, len(x), batch_size)]).astype(np.float64)
 
 @torch.no_grad()
 def reconstruction_log_cost(model, x, cost: str = "xent", batch_size: int = 512) -> tuple[float, float]:

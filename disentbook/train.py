@@ -19,7 +19,7 @@ from .core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLo
 
 # %% auto #0
 __all__ = ['OBJECTIVES', 'FORMAT_VERSION', 'Objective', 'register_objective', 'make_objective', 'TrainConfig', 'Trainer',
-           'CheckpointNotFoundError', 'read_checkpoint_config', 'load_checkpoint', 'load_model']
+           'CheckpointNotFoundError', 'read_checkpoint_config', 'load_checkpoint', 'load_model', 'model_spec']
 
 # %% ../nbs/04_train.ipynb #8fcc2b0b
 class Objective(nn.Module):
@@ -408,3 +408,11 @@ def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
     self._rows = list(s["pending"].to(self.device).unbind(0))
     self._history = s["history"].tolist()
     return self
+
+# %% ../nbs/04_train.ipynb #6795b2f2
+def model_spec(row: str | None, objective: str, label: str, **params) -> dict:
+    """One model to train: its paper row (or None), objective name and hyperparameters (numbers as floats, strings as
+    they are), a short label for figures, and a `slug` made of the objective and the sorted hyperparameters."""
+    slug = objective + "".join(f"_{k}{v:g}" if isinstance(v, (int, float)) else f"_{v}" for k, v in sorted(params.items()))
+    return dict(row=row, objective=objective, label=label, slug=slug,
+                params={k: float(v) if isinstance(v, (int, float)) else v for k, v in params.items()})
