@@ -14,7 +14,7 @@ import argparse, resource, sys, time
 import numpy as np
 import torch
 
-from disentbook.data import DSprites
+from disentbook.data.dsprites import DSprites
 
 
 def peak_rss_mb() -> float:
@@ -57,10 +57,10 @@ def main(argv=None):
                                 f" (full set: {len(ds) * 512 / 1e6:,.1f} MB)"))]
     if a.train_steps:
         if not a.materialize: ap.error("--train-steps needs --materialize")
-        from disentbook.data import SingleSampler
+        from disentbook.data.samplers import SingleSampler
         from disentbook.nets import VAE
         from disentbook.train import TrainConfig, Trainer
-        from disentbook.vae import BetaVAE
+        from disentbook.objectives.vae import BetaVAE
         tr = Trainer(VAE(), BetaVAE(4.0), SingleSampler(ds, device=a.device),
                      TrainConfig(steps=a.train_steps, batch_size=64, device=a.device, log_every=50, progress=False))
         t1 = time.perf_counter(); tr.fit(); tw = time.perf_counter() - t1

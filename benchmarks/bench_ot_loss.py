@@ -13,10 +13,12 @@ import argparse, statistics, time
 
 import torch
 
-from disentbook.contrastive import ContrastiveVAE, w2_loss
+from disentbook.objectives.contrastive import ContrastiveVAE, w2_loss
 from disentbook.core import default_device, make_generator
-from disentbook.data import LabelledImages, TargetBackgroundSampler
-from disentbook.train import Trainer, make_objective
+from disentbook.data.base import LabelledImages
+from disentbook.data.samplers import TargetBackgroundSampler
+from disentbook.train import Trainer
+from disentbook.objectives.base import make_objective
 
 
 def sync(dev):

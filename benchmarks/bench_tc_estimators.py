@@ -13,7 +13,7 @@ import argparse, json, math, time
 
 import torch
 
-from disentbook.tcwae import gaussian_log_density, kl_decomposition
+from disentbook.objectives.tcwae import gaussian_log_density, kl_decomposition
 
 
 def exact_tc(z, mu, lv, chunk=500):

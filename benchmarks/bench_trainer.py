@@ -12,10 +12,11 @@ import argparse, statistics, time
 import torch
 
 from disentbook.core import default_device, make_generator, to_float_images
-from disentbook.data import DSprites, SingleSampler
+from disentbook.data.dsprites import DSprites
+from disentbook.data.samplers import SingleSampler
 from disentbook.nets import VAE
 from disentbook.train import TrainConfig, Trainer
-from disentbook.vae import BetaVAE, gaussian_kl
+from disentbook.objectives.vae import BetaVAE, gaussian_kl
 
 
 def sync(dev):

@@ -4,23 +4,19 @@
 
 # %% ../nbs/90_cli.ipynb #a1eb5214
 from __future__ import annotations
-import argparse, importlib, json, sys, time
+import argparse, json, sys, time
 from pathlib import Path
 
 from .core import REPRODUCTIONS, SCALES, DisentbookError, InputError, make_generator
 
 # %% auto #0
-__all__ = ['PLUGIN_MODULES', 'TRAINING_SETS', 'load_plugins', 'parse_params', 'cmd_reproduce', 'cmd_train', 'cmd_data',
-           'cmd_student_edition', 'train_job', 'build_parser', 'main']
+__all__ = ['TRAINING_SETS', 'load_plugins', 'parse_params', 'cmd_reproduce', 'cmd_train', 'cmd_data', 'cmd_student_edition',
+           'train_job', 'build_parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #e9e66555
-PLUGIN_MODULES = ["disentbook.vae", "disentbook.dipvae", "disentbook.dipvae_reproduction", "disentbook.tcwae",
-                  "disentbook.tcwae_reproduction", "disentbook.grassy", "disentbook.contrastive",
-                  "disentbook.contrastive_reproduction"]
-
 def load_plugins():
-    "Import every module that registers objectives or reproductions."
-    for m in PLUGIN_MODULES: importlib.import_module(m)
+    "Kept for old callers: `import disentbook` already imports every module that registers objectives or reproductions."
+    import disentbook  # noqa: F401
 
 # %% ../nbs/90_cli.ipynb #37a9b090
 def parse_params(items: list[str] | None) -> dict:
@@ -35,7 +31,6 @@ def parse_params(items: list[str] | None) -> dict:
 
 # %% ../nbs/90_cli.ipynb #7d393590
 def cmd_reproduce(args):
-    load_plugins()
     fn = REPRODUCTIONS[args.name]
     out = Path(args.out or f"results/{args.name}-{args.scale}")
     extra = parse_params(args.option)
@@ -52,7 +47,6 @@ def cmd_reproduce(args):
     return 0
 
 def cmd_train(args):
-    load_plugins()
     res = train_job(method=args.method, dataset=args.dataset, params=parse_params(args.param), steps=args.steps,
                     batch_size=args.batch_size, lr=args.lr, latent_dim=args.latent_dim, likelihood=args.likelihood,
                     out_dir=Path(args.out), device=args.device, seed=args.seed, resume=args.resume)
@@ -61,7 +55,7 @@ def cmd_train(args):
     return 0
 
 def cmd_data(args):
-    from disentbook import registry
+    from disentbook.data import registry
     if args.action == "list":
         print(registry.list_datasets().to_string(index=False)); return 0
     if not args.name: raise InputError(f"`disentbook data {args.action}` needs a dataset NAME")
@@ -77,7 +71,7 @@ def cmd_data(args):
 
 # %% ../nbs/90_cli.ipynb #cbba153b
 def cmd_student_edition(args):
-    from disentbook.exercises import student_edition
+    from disentbook.classroom.exercises import student_edition
     info = student_edition(args.src, args.dst)
     print(f"student edition written to {info['dst']}: {info['solutions']} solution(s) replaced by stubs, "
           f"{info['instructor_cells_removed']} instructor-only cell(s) removed, outputs cleared")
@@ -85,10 +79,13 @@ def cmd_student_edition(args):
 
 # %% ../nbs/90_cli.ipynb #60f0c04a
 from .core import Registry, default_device
-from .data import DSprites, SingleSampler, load_digits
+from .data.dsprites import DSprites
+from .data.samplers import SingleSampler
+from .data.digits import load_digits
 from .nets import VAE
-from .train import OBJECTIVES, TrainConfig, Trainer, make_objective
-from .viz import history_figure, reconstruction_figure, save_figure, traversal_figure
+from .objectives.base import OBJECTIVES, make_objective
+from .train import TrainConfig, Trainer
+from .eval.viz import history_figure, reconstruction_figure, save_figure, traversal_figure
 
 TRAINING_SETS = Registry("dataset")
 TRAINING_SETS.update(dsprites=DSprites, digits=load_digits)
@@ -97,7 +94,6 @@ def train_job(method: str = "beta_vae", dataset: str = "dsprites", params: dict 
               batch_size: int = 64, lr: float = 5e-4, latent_dim: int = 10, likelihood: str = "bernoulli",
               out_dir="results/train", device=None, seed: int = 0, resume: bool = False) -> dict:
     "Train objective `method` on `dataset` with a conv VAE; write checkpoint, history and figures to `out_dir`."
-    load_plugins()
     OBJECTIVES[method]; data = TRAINING_SETS[dataset]()             # unknown names fail before any work
     if len(data) == 0: raise InputError(f"dataset {dataset!r} is empty")
     dev, out = default_device(device), Path(out_dir)

@@ -140,13 +140,10 @@ class VAE(nn.Module):
 
 def build_model(config: dict) -> nn.Module:
     """Rebuild a model from its JSON `config` (the `kind` key picks the class). Models defined in a paper's
-    module (e.g. the contrastive VAE) register themselves when it is imported; an unknown kind first imports
-    the plugin modules (`cli.PLUGIN_MODULES`), so a checkpoint loads without importing its paper by hand."""
+    module (e.g. the contrastive VAE) register themselves when it is imported, and `import disentbook` imports
+    every module, so a checkpoint loads without importing its paper by hand."""
     if not isinstance(config, dict) or "kind" not in config:
         raise InputError(f"a model config must be a dict with a 'kind' key, got {config!r}")
-    if config["kind"] not in MODELS:
-        from disentbook.cli import load_plugins
-        load_plugins()
     kw = {k: v for k, v in config.items() if k != "kind"}
     return MODELS[config["kind"]](**kw)
 

@@ -16,50 +16,11 @@ from tqdm.auto import tqdm
 import disentbook
 from . import core
 from .core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLossError
+from .objectives.base import Objective, make_objective
 
 # %% auto #0
-__all__ = ['OBJECTIVES', 'FORMAT_VERSION', 'Objective', 'register_objective', 'make_objective', 'TrainConfig', 'Trainer',
-           'CheckpointNotFoundError', 'read_checkpoint_config', 'load_checkpoint', 'load_model', 'model_spec']
-
-# %% ../nbs/04_train.ipynb #8fcc2b0b
-class Objective(nn.Module):
-    "Base class of training objectives: turns `(model, batch, step)` into loss terms; never steps an optimizer."
-    name: str = "objective"  # set by `register_objective`
-
-    def __init__(self, **hparams):
-        super().__init__()
-        self.hparams = hparams                 # JSON-able constructor arguments, reported by `config`
-        self.aux_nets = nn.ModuleDict()        # e.g. discriminators, each trained by its own optimizer
-        self.aux_optim: dict[str, dict] = {}   # name -> Adam settings, e.g. dict(lr=1e-4, betas=(0.5, 0.9));
-                                               # settings left out default to the main lr, betas and eps
-
-    @property
-    def config(self) -> dict:
-        "JSON-able description: `name` plus the hyperparameters, so that `make_objective(**config)` rebuilds it."
-        return {"name": self.name, **self.hparams}
-
-    def forward(self, model: nn.Module, batch: dict, step: int) -> dict:
-        "Terms of the main update: `'loss'` (minimised), other scalars (logged), `'_'`-prefixed tensors (for `aux_loss`)."
-        raise NotImplementedError(f"{type(self).__name__} must implement forward(model, batch, step)")
-
-    def aux_loss(self, name: str, model: nn.Module, batch: dict, out: dict, step: int) -> dict:
-        "Terms of the update of `aux_nets[name]` (`'loss'` minimised), from the detached `out` of the main update."
-        raise NotImplementedError(f"{type(self).__name__} has an auxiliary net {name!r} but no aux_loss")
-
-# %% ../nbs/04_train.ipynb #f0851c82
-OBJECTIVES = core.Registry("objective")
-
-def register_objective(name: str):
-    "Class decorator: register an `Objective` subclass in `OBJECTIVES` under `name` (and set its `name`)."
-    def deco(cls):
-        cls.name = name
-        OBJECTIVES[name] = cls
-        return cls
-    return deco
-
-def make_objective(name: str, **kwargs) -> Objective:
-    "Build the registered objective `name`; `make_objective(**obj.config)` rebuilds `obj`."
-    return OBJECTIVES[name](**kwargs)
+__all__ = ['FORMAT_VERSION', 'TrainConfig', 'Trainer', 'CheckpointNotFoundError', 'read_checkpoint_config', 'load_checkpoint',
+           'load_model', 'model_spec']
 
 # %% ../nbs/04_train.ipynb #c679a00a
 @dataclasses.dataclass

@@ -42,8 +42,8 @@ explorer = LatentExplorer(model, images, num_images=4)
 explorer""",
     """\
 try:  # the exercise checkers when they exist, else a stand-in with the same result attributes
-    from disentbook.exercises import check_gaussian_kl as checker
-    from disentbook.vae import gaussian_kl as right
+    from disentbook.classroom.exercises import check_gaussian_kl as checker
+    from disentbook.objectives.vae import gaussian_kl as right
     def wrong(mu, logvar, *args, **kwargs): return 0.5 * (mu.pow(2) + logvar.exp() - logvar)  # forgot the -1
 except ImportError:
     from types import SimpleNamespace

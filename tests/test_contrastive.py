@@ -6,14 +6,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from disentbook.contrastive import (ContrastiveVAE, DensityRatioDiscriminator, check_dirac_surrogate, check_lemma2_w2,
-                                   check_ot_danskin_grad, contrastive_terms, density_ratio_loss, dirac_surrogate, ot_plan,
-                                   permute_pairs, sq_cost_matrix, symmetric_kl_adversarial, w2_gaussian_dirac, w2_loss)
+from disentbook.objectives.contrastive import (ContrastiveVAE, DensityRatioDiscriminator, check_dirac_surrogate, check_lemma2_w2, check_ot_danskin_grad, contrastive_terms, density_ratio_loss, dirac_surrogate, ot_plan, permute_pairs, sq_cost_matrix, symmetric_kl_adversarial, w2_gaussian_dirac, w2_loss)
 from disentbook.core import InputError, make_generator
-from disentbook.data import LabelledImages, TargetBackgroundSampler
+from disentbook.data.base import LabelledImages
+from disentbook.data.samplers import TargetBackgroundSampler
 from disentbook.nets import build_model
-from disentbook.protocols import w2_empirical, w2_gaussian
-from disentbook.train import Trainer, make_objective
+from disentbook.eval.protocols import w2_empirical, w2_gaussian
+from disentbook.train import Trainer
+from disentbook.objectives.base import make_objective
 
 SMALL = dict(z_dim=3, s_dim=2)
 

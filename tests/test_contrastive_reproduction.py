@@ -5,8 +5,7 @@ from pathlib import Path
 import pytest
 
 from disentbook.core import REPRODUCTIONS, InputError, paper_values
-from disentbook.contrastive_reproduction import (CONTRASTIVE_SCALES, METHODS, _scale_config, _steps, check_claims, judge,
-                                                 paper_table, reproduce_contrastive, table_rows)
+from disentbook.repro.contrastive import (CONTRASTIVE_SCALES, METHODS, _scale_config, _steps, check_claims, judge, paper_table, reproduce_contrastive, table_rows)
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +98,7 @@ def _faces(root: Path, n=40):
 
 
 def test_face_rows_from_user_files(tmp_path):
-    from disentbook.contrastive_reproduction import load_dataset
+    from disentbook.repro.contrastive import load_dataset
     _faces(tmp_path / "data")
     tr, ev = load_dataset("CelebA", _scale_config("smoke"), root=tmp_path / "data")   # 6 per class, half held out per class
     assert len(tr.target) == len(ev.target) == 6 and sorted(ev.target.labels.tolist()) == [0, 0, 0, 1, 1, 1]

@@ -7,9 +7,12 @@ import pytest
 import torch
 
 from disentbook.core import CorruptFileError, DataNotFoundError, InputError, make_generator
-from disentbook import data, registry
-from disentbook.data import DSprites, LabelledImages, SingleSampler, TargetBackgroundSampler, load_digits
-from disentbook.registry import DATASETS, DatasetInfo, RemoteFile, prepare, require, verify
+from disentbook.data import registry, dsprites as data, digits
+from disentbook.data.dsprites import DSprites
+from disentbook.data.base import LabelledImages
+from disentbook.data.samplers import SingleSampler, TargetBackgroundSampler
+from disentbook.data.digits import load_digits
+from disentbook.data.registry import DATASETS, DatasetInfo, RemoteFile, prepare, require, verify
 
 
 @pytest.fixture
@@ -140,7 +143,7 @@ def test_mnist_missing_and_present(datadir):
     raw = datadir / "MNIST" / "raw"; raw.mkdir(parents=True)
     imgs = np.arange(5 * 28 * 28, dtype=np.uint32).astype(np.uint8)
     head = lambda *dims: bytes([0, 0, 8, len(dims)]) + b"".join(d.to_bytes(4, "big") for d in dims)
-    for split, (im, lb) in data.MNIST_FILES.items():   # torchvision's extracted (uncompressed) files
+    for split, (im, lb) in digits.MNIST_FILES.items():   # torchvision's extracted (uncompressed) files
         (raw / im).write_bytes(head(5, 28, 28) + imgs.tobytes())
         (raw / lb).write_bytes(head(5) + bytes([3, 1, 4, 1, 5]))
     d = load_digits()

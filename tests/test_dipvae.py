@@ -6,15 +6,13 @@ import pytest
 import torch
 
 from disentbook.core import InputError
-from disentbook.dipvae import (DIPVAEI, DIPVAEII, DSPRITES_FACTOR_TYPES, check_dip_covariance, check_dip_penalty,
-                               check_total_covariance, dip_covariance, dip_penalty, mean_covariance, sap_dipvae,
-                               sap_matrix_dipvae, third_moment_penalty, third_moments, threshold_balanced_accuracy,
-                               total_covariance, zdiff_dipvae, zdiff_classifiers, hinge_bias, attribute_accuracy)
-from disentbook.metrics import grid_factors
+from disentbook.objectives.dipvae import (DIPVAEI, DIPVAEII, check_dip_covariance, check_dip_penalty, check_total_covariance, dip_covariance, dip_penalty, mean_covariance, third_moment_penalty, third_moments, total_covariance)
+from disentbook.eval.dipvae import (DSPRITES_FACTOR_TYPES, sap_dipvae, sap_matrix_dipvae, threshold_balanced_accuracy, zdiff_dipvae, zdiff_classifiers, hinge_bias, attribute_accuracy)
+from disentbook.eval.metrics import grid_factors
 from disentbook.nets import VAE
-from disentbook.scores import SyntheticFactors, synthetic_representation
-from disentbook.train import make_objective
-from disentbook.vae import VAEObjective
+from disentbook.eval.scores import SyntheticFactors, synthetic_representation
+from disentbook.objectives.base import make_objective
+from disentbook.objectives.vae import VAEObjective
 
 MU_H = torch.tensor([[1.0, 0.0], [3.0, 2.0]])
 LV_H = torch.tensor([[1.0, 2.0], [3.0, 4.0]]).log()

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from disentbook import dipvae_reproduction as R
+from disentbook.repro import dipvae as R
+from disentbook.data import celeba as CB
 from disentbook.core import DataNotFoundError, InputError, REPRODUCTIONS, paper_values
 
 
 @pytest.fixture
 def dip():
-    import disentbook.dipvae as real
+    import disentbook.eval.dipvae as real
     return real
 
 
@@ -83,15 +84,15 @@ def _celeba_fixture(folder: Path, n=4):
 
 def test_celeba_loader(tmp_path, monkeypatch):
     _celeba_fixture(tmp_path / "celeba")
-    c = R.load_celeba(tmp_path / "celeba", "train")
+    c = CB.load_celeba(tmp_path / "celeba", "train")
     assert c.images.shape == (3, 3, 64, 64) and c.images.dtype == torch.uint8
     assert c.attribute_names == ("Smiling", "Male") and c.attributes.tolist() == [[0, 1], [1, 0], [0, 1]]
-    assert R.load_celeba(tmp_path / "celeba", "test", size=32, attributes=False).images.shape == (1, 3, 32, 32)
+    assert CB.load_celeba(tmp_path / "celeba", "test", size=32, attributes=False).images.shape == (1, 3, 32, 32)
     monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path))           # default root: <data dir>/celeba
-    assert len(R.load_celeba(split="all")) == 4
+    assert len(CB.load_celeba(split="all")) == 4
     with pytest.raises(DataNotFoundError, match="missing img_align_celeba/, list_attr_celeba.txt"):
-        R.load_celeba(tmp_path / "empty")
-    with pytest.raises(InputError, match="split must be one of"): R.load_celeba(tmp_path / "celeba", "dev")
+        CB.load_celeba(tmp_path / "empty")
+    with pytest.raises(InputError, match="split must be one of"): CB.load_celeba(tmp_path / "celeba", "dev")
 
 
 def test_celeba_skipped_with_message(dip, tmp_path, monkeypatch):
@@ -106,7 +107,7 @@ def test_celeba_skipped_with_message(dip, tmp_path, monkeypatch):
 def test_celeba_tables_1_and_2_on_a_fixture(dip, tmp_path):
     "The CelebA path end to end at smoke scale on a fixture in the official layout: Table 1 columns and Table 2."
     names = R.CELEBA_TABLE2_ATTRIBUTES[:-1] + ("Smiling",)          # Wearing_Lipstick missing from the file
-    R.make_celeba_fixture(tmp_path / "celeba", n=24, names=names, seed=1)
+    CB.make_celeba_fixture(tmp_path / "celeba", n=24, names=names, seed=1)
     res = R.reproduce_dipvae("smoke", out_dir=tmp_path / "out", device="cpu", celeba_root=tmp_path / "celeba")
     assert set(res["celeba"]) == {s["row"] for s in R.CELEBA_MODELS}
     assert set(res["celeba_table2"]) == {s["row"] for s in R.CELEBA_TABLE2_MODELS}

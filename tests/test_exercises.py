@@ -8,11 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from disentbook.cli import main
-from disentbook.exercises import (NOT_IMPLEMENTED, STUB_LINE, Case, CheckResult, ExerciseFailed, NotebookNotFoundError,
-                                  SolutionMarkerError, check_beta_elbo, check_function, check_gaussian_kl,
-                                  check_reparameterize, elbo_cases, kl_cases, reparam_cases, student_edition)
+from disentbook.checking import NOT_IMPLEMENTED, Case, CheckResult, ExerciseFailed, check_function
+from disentbook.classroom.exercises import (STUB_LINE, NotebookNotFoundError, SolutionMarkerError, check_beta_elbo, check_gaussian_kl, check_reparameterize, elbo_cases, kl_cases, reparam_cases, student_edition)
 from disentbook.nets import bernoulli_nll, reparameterize
-from disentbook.vae import gaussian_kl
+from disentbook.objectives.vae import gaussian_kl
 
 
 def stub(*args):

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from disentbook.core import DataNotFoundError, InputError, make_generator
-from disentbook.grassy import (SKIMAGE_GRASS_SOURCE, celeba_glasses_hats, grass_images, grass_patches, load_affectnet,
-                               make_grassy_mnist, random_crops, skimage_grass, superimpose)
+from disentbook.data.grassy import (SKIMAGE_GRASS_SOURCE, grass_images, grass_patches, make_grassy_mnist, random_crops, skimage_grass, superimpose)
+from disentbook.data.celeba import celeba_glasses_hats
+from disentbook.data.affectnet import load_affectnet
 
 
 def test_skimage_grass_is_bundled_real_photo():

@@ -1,4 +1,4 @@
-"Golden-value tests of disentbook.metrics: hand-computed cases, invariances, edge cases and error paths (fast)."
+"Golden-value tests of disentbook.eval.metrics: hand-computed cases, invariances, edge cases and error paths (fast)."
 import math, warnings
 
 import numpy as np
@@ -7,9 +7,7 @@ import torch
 from sklearn.metrics import mutual_info_score, roc_auc_score
 
 from disentbook.core import InputError
-from disentbook.metrics import (DCI_TOLERANCE, MetricWarning, _mean_auc, dci, dci_from_importance, discretize, entropy,
-                                explicitness, grid_factors, irs, mig, mig_from_mi, modularity, modularity_from_mi,
-                                mutual_info, sap, sap_matrix, toy_representation)
+from disentbook.eval.metrics import (DCI_TOLERANCE, MetricWarning, _mean_auc, dci, dci_from_importance, discretize, entropy, explicitness, grid_factors, irs, mig, mig_from_mi, modularity, modularity_from_mi, mutual_info, sap, sap_matrix, toy_representation)
 
 LOG2 = math.log(2)
 
@@ -84,7 +82,7 @@ def test_mutual_info_equals_sklearn_per_pair(seed):
 
 def test_mutual_info_chunked(monkeypatch):
     "The chunked path (huge tables) gives the same matrix as the single bincount."
-    import disentbook.metrics as M
+    import disentbook.eval.metrics as M
     rng = np.random.default_rng(3)
     zd, f = rng.integers(0, 6, (300, 4)), rng.integers(0, 5, (300, 5))
     full = mutual_info(zd, f)

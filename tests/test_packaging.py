@@ -40,7 +40,7 @@ def test_wheel_contents(wheel_env):
 
 def test_wheel_imports_and_cli(wheel_env, clean_env):
     tmp, py, _ = wheel_env
-    r = subprocess.run([str(py), "-c", "import disentbook, disentbook.vae, disentbook.cli; print(disentbook.__file__)"],
+    r = subprocess.run([str(py), "-c", "import disentbook, disentbook.objectives.vae, disentbook.cli; print(disentbook.__file__)"],
                        cwd=tmp, env=clean_env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert str(tmp / "venv") in r.stdout, f"imported the source tree, not the wheel: {r.stdout}"

@@ -7,11 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from disentbook.core import InputError
-from disentbook.protocols import (chance_level, cluster_labels_tsne, clustering_accuracy, clustering_scores,
-                                  group_accuracy, kmeans_labels, linear_probe_classification,
-                                  linear_probe_regression, match_clusters, per_class_accuracy,
-                                  reconstruction_error_per_pixel, silhouette, tsne_embedding, w2_empirical,
-                                  w2_gaussian, w2_plan)
+from disentbook.eval.protocols import (chance_level, cluster_labels_tsne, clustering_accuracy, clustering_scores, group_accuracy, kmeans_labels, linear_probe_classification, linear_probe_regression, match_clusters, per_class_accuracy, reconstruction_error_per_pixel, silhouette, tsne_embedding, w2_empirical, w2_gaussian, w2_plan)
 
 
 def blobs(n, k=4, dim=8, sep=12.0, seed=0):
@@ -264,6 +260,6 @@ def test_gpu_tensors_in():
 
 
 def test_w2_solver_not_converged():
-    from disentbook.protocols import TransportError
+    from disentbook.eval.protocols import TransportError
     g = np.random.default_rng(0)
     with pytest.raises(TransportError, match="stopped early"): w2_plan(g.normal(size=(50, 2)), g.normal(size=(50, 2)), num_iter_max=3)

@@ -6,9 +6,7 @@ import pytest
 import torch
 
 from disentbook.core import InputError
-from disentbook.scores import (METRICS, SYNTHETIC_KINDS, SyntheticFactors, beta_vae_features, beta_vae_score,
-                               check_metric_names, codes_from_factors, evaluate, factor_vae_details,
-                               factor_vae_score, sample_factor_array, synthetic_representation)
+from disentbook.eval.scores import (METRICS, SYNTHETIC_KINDS, SyntheticFactors, beta_vae_features, beta_vae_score, check_metric_names, codes_from_factors, evaluate, factor_vae_details, factor_vae_score, sample_factor_array, synthetic_representation)
 
 SIZES = (3, 6, 10, 8)
 K = len(SIZES)
@@ -225,7 +223,7 @@ def test_evaluate_module_mean_and_sample(data):
 
 
 def test_evaluate_vae_on_dsprites():
-    from disentbook.data import DSprites
+    from disentbook.data.dsprites import DSprites
     from disentbook.nets import VAE
     shapes = DSprites().subset(scale=[0, 5], orientation=[0], posX=range(0, 32, 8), posY=range(0, 32, 8))
     torch.manual_seed(0)
@@ -236,10 +234,10 @@ def test_evaluate_vae_on_dsprites():
 
 
 def test_evaluate_array_metrics(data):
-    pytest.importorskip("disentbook.metrics")
-    import disentbook.metrics as M
+    pytest.importorskip("disentbook.eval.metrics")
+    import disentbook.eval.metrics as M
     missing = [m for m in ("mig", "sap", "dci", "modularity", "irs") if not hasattr(M, m)]
-    if missing: pytest.skip(f"disentbook.metrics lacks {missing}")
+    if missing: pytest.skip(f"disentbook.eval.metrics lacks {missing}")
     df = evaluate(rep("identity"), data, ("mig", "sap", "dci", "modularity", "irs"), num_points=500, num_test=300)
     enc = df.query("metric == 'encode'")
     assert enc.n.item() == 800 and enc.value.item() == K

@@ -8,12 +8,9 @@ import torch
 
 from disentbook.core import InputError, make_generator
 from disentbook.nets import VAE
-from disentbook.train import OBJECTIVES, Trainer, TrainConfig, make_objective
-from disentbook.tcwae import (IMQ_SCALES, BetaTCVAE, FactorVAE, TCWAEGAN, TCWAEMWS, WAEMMD, check_imq_mmd,
-                              check_mws_log_qz, check_permute_dims, density_ratio_tc, discriminator_loss,
-                              elbo_surgery_discrete, gaussian_log_density, gaussian_tc, imq_kernel, kl_decomposition,
-                              mmd_imq, mss_log_densities, mss_log_weights, mws_log_densities, mws_log_qz,
-                              pairwise_log_density, permute_dims, reconstruction_cost)
+from disentbook.objectives.base import OBJECTIVES, make_objective
+from disentbook.train import Trainer, TrainConfig
+from disentbook.objectives.tcwae import (IMQ_SCALES, BetaTCVAE, FactorVAE, TCWAEGAN, TCWAEMWS, WAEMMD, check_imq_mmd, check_mws_log_qz, check_permute_dims, density_ratio_tc, discriminator_loss, elbo_surgery_discrete, gaussian_log_density, gaussian_tc, imq_kernel, kl_decomposition, mmd_imq, mss_log_densities, mss_log_weights, mws_log_densities, mws_log_qz, pairwise_log_density, permute_dims, reconstruction_cost)
 
 F64 = torch.float64
 
@@ -378,7 +375,7 @@ def test_checkers_accept_references_and_catch_bugs():
 def test_exercise_notebook_student_edition(tmp_path):
     "The instructor notebook has three solutions and three instructor cells; the student edition keeps neither."
     import json
-    from disentbook.exercises import student_edition
+    from disentbook.classroom.exercises import student_edition
     src = Path(__file__).resolve().parents[1] / "nbs" / "exercises" / "03_tcwae_exercises.ipynb"
     r = student_edition(src, tmp_path / "student.ipynb")
     assert r["solutions"] == 3 and r["instructor_cells_removed"] == 3

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from disentbook import tcwae_reproduction as R
-from disentbook.core import REPRODUCTIONS, CorruptFileError, DataNotFoundError, InputError, make_generator, paper_values
+from disentbook.repro import tcwae as R
+from disentbook.data import smallnorb as NB, chairs as CH
+from disentbook.core import (REPRODUCTIONS, CorruptFileError, DataNotFoundError, InputError, make_generator, paper_values)
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +66,7 @@ def test_judge_aggregate_findings():
 
 
 def test_figures_render(tmp_path):
-    from disentbook.viz import save_figure
+    from disentbook.eval.viz import save_figure
     agg = lambda r: dict(rec=(r, 0.1), mig=(0.1 * r, float("nan")), factorvae=(0.5, 0.0), sap=(0.01, 0.0), mmd=(0.01 * r, 0.0))
     pts = {(o, float(b), float(g)): agg(b / 10) for o in ("tcwae_mws", "tcwae_gan") for b in (1, 50) for g in (5, 100)}
     save_figure(R.figure1(pts, (1, 50), (5, 100), "coarse grid"), tmp_path / "f1.png")
@@ -120,40 +121,40 @@ def _norb_fixture(folder, gz=("training",)):
         ext = ".mat.gz" if split in gz else ".mat"
         dat = np.zeros((len(rows), 2, 96, 96), np.uint8)
         for r, (c, e, a, l, i) in enumerate(rows): dat[r] = 40 * c + 10 * e + 5 * (a // 2) + i
-        R.write_norb_matrix(dat, folder / f"{R.NORB_PREFIX[split]}-dat{ext}")
-        R.write_norb_matrix(np.array([r[0] for r in rows], np.int32), folder / f"{R.NORB_PREFIX[split]}-cat{ext}")
-        R.write_norb_matrix(np.array([[r[4], r[1], r[2], r[3]] for r in rows], np.int32), folder / f"{R.NORB_PREFIX[split]}-info{ext}")
+        NB.write_norb_matrix(dat, folder / f"{NB.NORB_PREFIX[split]}-dat{ext}")
+        NB.write_norb_matrix(np.array([r[0] for r in rows], np.int32), folder / f"{NB.NORB_PREFIX[split]}-cat{ext}")
+        NB.write_norb_matrix(np.array([[r[4], r[1], r[2], r[3]] for r in rows], np.int32), folder / f"{NB.NORB_PREFIX[split]}-info{ext}")
 
 
 def test_smallnorb_loader(tmp_path):
     _norb_fixture(tmp_path)
-    raw = (tmp_path / f"{R.NORB_PREFIX['testing']}-info.mat").read_bytes()
+    raw = (tmp_path / f"{NB.NORB_PREFIX['testing']}-info.mat").read_bytes()
     assert np.frombuffer(raw[:4], "<u4")[0] == 0x1E3D4C54                  # int32 magic, little-endian
     assert np.frombuffer(raw[4:8], "<i4")[0] == 2 and len(raw) == 8 + 4 * 3 + 24 * 4 * 4   # ndim 2, three dims in the header
-    d = R.load_smallnorb(tmp_path)
+    d = NB.load_smallnorb(tmp_path)
     assert d.factor_sizes == (2, 3, 2, 1) and d.num_images == 48 and d.observation_shape == (1, 64, 64)
     f = torch.tensor([[1, 2, 1, 0]] * 20)
     v = d.sample_observations_from_factors(f, 0)[:, 0, 30, 30].int() - (40 + 20 + 5)
     assert set(v.tolist()) <= {0, 1, 4, 6} and len(set(v.tolist())) > 1      # the instance varies, the factors do not
     a = d.sample_observations_from_factors(f, np.random.default_rng(3)); b = d.sample_observations_from_factors(f, np.random.default_rng(3))
     assert torch.equal(a, b)
-    from disentbook.data import SingleSampler
+    from disentbook.data.samplers import SingleSampler
     batch = SingleSampler(d, device="cpu").sample(8, make_generator(0))
     assert batch["x"].shape == (8, 1, 64, 64) and batch["factors"].shape == (8, 4)
-    (tmp_path / f"{R.NORB_PREFIX['testing']}-dat.mat").write_bytes(raw[:30])
-    with pytest.raises(CorruptFileError, match="header says"): R.load_smallnorb(tmp_path)
-    (tmp_path / f"{R.NORB_PREFIX['testing']}-dat.mat").unlink()
-    with pytest.raises(DataNotFoundError, match="testing-dat.mat"): R.load_smallnorb(tmp_path)
+    (tmp_path / f"{NB.NORB_PREFIX['testing']}-dat.mat").write_bytes(raw[:30])
+    with pytest.raises(CorruptFileError, match="header says"): NB.load_smallnorb(tmp_path)
+    (tmp_path / f"{NB.NORB_PREFIX['testing']}-dat.mat").unlink()
+    with pytest.raises(DataNotFoundError, match="testing-dat.mat"): NB.load_smallnorb(tmp_path)
 
 
 def test_smallnorb_incomplete_grid(tmp_path):
     _norb_fixture(tmp_path, gz=())
-    info = R.read_norb_matrix(tmp_path / f"{R.NORB_PREFIX['testing']}-info.mat").copy()
-    R.write_norb_matrix(info, tmp_path / f"{R.NORB_PREFIX['testing']}-info.mat")
-    d = R.load_smallnorb(tmp_path, size=32)
+    info = NB.read_norb_matrix(tmp_path / f"{NB.NORB_PREFIX['testing']}-info.mat").copy()
+    NB.write_norb_matrix(info, tmp_path / f"{NB.NORB_PREFIX['testing']}-info.mat")
+    d = NB.load_smallnorb(tmp_path, size=32)
     assert d.observation_shape == (1, 32, 32)
     with pytest.raises(CorruptFileError, match="no image"):
-        R.SmallNORB(torch.zeros(2, 1, 8, 8, dtype=torch.uint8), torch.tensor([[0, 0, 0, 0], [1, 1, 0, 0]]))
+        NB.SmallNORB(torch.zeros(2, 1, 8, 8, dtype=torch.uint8), torch.tensor([[0, 0, 0, 0], [1, 1, 0, 0]]))
 
 
 def test_chairs_loader(tmp_path):
@@ -163,9 +164,9 @@ def test_chairs_loader(tmp_path):
         d = tmp_path / "rendered_chairs" / name / "renders"; d.mkdir(parents=True)
         for v, (p, t) in enumerate(((20, 0), (20, 11), (30, 348))):
             Image.fromarray(rs.integers(0, 255, (80, 80, 3), dtype=np.uint8)).save(d / f"image_{v:03d}_p{p:03d}_t{t:03d}_r096.png")
-    ch = R.load_chairs(tmp_path, crop=60)
+    ch = CH.load_chairs(tmp_path, crop=60)
     assert ch.images.shape == (6, 3, 64, 64) and ch.images.dtype == torch.uint8
     assert ch.chair.tolist() == [0, 0, 0, 1, 1, 1] and ch.elevation.tolist() == [20, 20, 30] * 2 and ch.azimuth.tolist() == [0, 11, 348] * 2
     assert ch.as_labelled().class_names[1].startswith("1a8b")
-    assert len(R.load_chairs(tmp_path / "rendered_chairs", limit=2)) == 2
-    with pytest.raises(DataNotFoundError, match="3D Chairs not found"): R.load_chairs(tmp_path / "empty")
+    assert len(CH.load_chairs(tmp_path / "rendered_chairs", limit=2)) == 2
+    with pytest.raises(DataNotFoundError, match="3D Chairs not found"): CH.load_chairs(tmp_path / "empty")

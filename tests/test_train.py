@@ -10,8 +10,8 @@ from torch import nn
 
 from disentbook import core
 from disentbook.core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLossError
-from disentbook.train import (CheckpointNotFoundError, Objective, TrainConfig, Trainer, load_checkpoint,
-                              load_model, make_objective, read_checkpoint_config, register_objective)
+from disentbook.train import (CheckpointNotFoundError, TrainConfig, Trainer, load_checkpoint, load_model, read_checkpoint_config)
+from disentbook.objectives.base import Objective, make_objective, register_objective
 
 
 class TinyVAE(nn.Module):

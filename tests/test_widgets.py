@@ -10,11 +10,9 @@ from PIL import Image
 
 from disentbook.core import InputError
 from disentbook.nets import VAE
-from disentbook.vae import gaussian_kl
-from disentbook.viz import kl_per_dim
-from disentbook.widgets import (LatentExplorer, check_button, decode_latent, feedback_html, gaussian_kl_explorer,
-                                gaussian_kl_figure, kl_2d_gaussian, latent_order, parameter_explorer, png_bytes,
-                                render_value, traversal_viewer)
+from disentbook.objectives.vae import gaussian_kl
+from disentbook.eval.viz import kl_per_dim
+from disentbook.classroom.widgets import (LatentExplorer, check_button, decode_latent, feedback_html, gaussian_kl_explorer, gaussian_kl_figure, kl_2d_gaussian, latent_order, parameter_explorer, png_bytes, render_value, traversal_viewer)
 
 
 class PixelModel(torch.nn.Module):
@@ -248,7 +246,7 @@ def test_check_button_by_name_and_errors(monkeypatch):
 
 
 def test_check_button_with_exercise_checkers():
-    ex = pytest.importorskip("disentbook.exercises")
+    ex = pytest.importorskip("disentbook.classroom.exercises")
     cb = check_button(ex.check_gaussian_kl, gaussian_kl)
     cb.button.click()
     assert cb.last_result.passed, cb.last_result.message
