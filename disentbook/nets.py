@@ -149,12 +149,17 @@ def build_model(config: dict) -> nn.Module:
 
 # %% ../nbs/03_nets.ipynb #2a3a857b
 class MLPDiscriminator(nn.Module):
-    "`depth` FC layers of `hidden` units with `act`, then an FC layer to `out_dim` logits."
-    def __init__(self, in_dim: int, hidden: int = 1000, depth: int = 6, out_dim: int = 2, act: str = "relu"):
+    "`depth` FC layers of `hidden` units with `act` (leaky slope `leak`), optional dropout, then an FC layer to `out_dim` logits."
+    def __init__(self, in_dim: int, hidden: int = 1000, depth: int = 6, out_dim: int = 2, act: str = "relu",
+                 leak: float = 0.2, dropout: float = 0.0):
         super().__init__()
-        acts = dict(relu=nn.ReLU, leaky_relu=lambda: nn.LeakyReLU(0.2))
+        acts = dict(relu=nn.ReLU, leaky_relu=lambda: nn.LeakyReLU(leak))
         if act not in acts: raise InputError(f"act must be one of {sorted(acts)}, got {act!r}")
+        if in_dim < 1 or hidden < 1 or depth < 0 or out_dim < 1:
+            raise InputError(f"in_dim, hidden, out_dim must be >= 1 and depth >= 0, got {in_dim}, {hidden}, {out_dim}, {depth}")
+        if not 0 <= dropout < 1: raise InputError(f"dropout must be in [0, 1), got {dropout}")
         layers, d = [], in_dim
         for _ in range(depth): layers += [nn.Linear(d, hidden), acts[act]()]; d = hidden
+        if dropout > 0: layers.append(nn.Dropout(dropout))           # on the last layer's inputs
         self.net = nn.Sequential(*layers, nn.Linear(d, out_dim))
     def forward(self, z): return self.net(z)

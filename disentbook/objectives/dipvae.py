@@ -10,7 +10,7 @@ import torch
 
 from ..core import InputError, make_generator
 from ..checking import Case, CheckResult, check_function
-from .base import register_objective
+from .base import Param, register_objective
 from .vae import BetaVAE
 
 # %% auto #0
@@ -77,11 +77,19 @@ def third_moment_penalty(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor
     return third_moments(mu, logvar).pow(2).sum()
 
 # %% ../../nbs/30_dipvae.ipynb #0c06e2ac
+_PAPER = "Kumar, Sattigeri & Balakrishnan, Variational inference of disentangled latent concepts from unlabeled observations, ICLR 2018 (arXiv:1711.00848)"
+
+def _dip_params(lambda_od: float, ratio: float) -> dict:
+    return dict(lambda_od=Param("float", lambda_od, "weight of the off-diagonal penalty (Table 1, 2D Shapes)", low=0),
+                lambda_d=Param("float", None, f"weight of the diagonal penalty; none: {ratio:g} * lambda_od", low=0),
+                lambda_3=Param("float", 0.0, "weight of the third-moment penalty (Table 1 uses 200 with DIP-VAE-II)", low=0))
+
 class _DIPVAE(BetaVAE):
     "Negative ELBO plus the DIP covariance penalty of the minibatch (and the third-moment penalty when lambda_3 > 0)."
-    kind, lambda_d_ratio = "ii", 1.0
+    kind, lambda_d_ratio, paper = "ii", 1.0, _PAPER
 
-    def __init__(self, lambda_od: float, lambda_d: float | None = None, lambda_3: float = 0.0):
+    def __init__(self, lambda_od: float | None = None, lambda_d: float | None = None, lambda_3: float = 0.0):
+        if lambda_od is None: lambda_od = self.params["lambda_od"].default
         if lambda_d is None: lambda_d = self.lambda_d_ratio * lambda_od
         bad = [f"{k}={v!r}" for k, v in dict(lambda_od=lambda_od, lambda_d=lambda_d, lambda_3=lambda_3).items()
                if not (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0)]
@@ -90,25 +98,23 @@ class _DIPVAE(BetaVAE):
         self.lambda_od, self.lambda_d, self.lambda_3 = float(lambda_od), float(lambda_d), float(lambda_3)
         self.hparams = dict(lambda_od=self.lambda_od, lambda_d=self.lambda_d, lambda_3=self.lambda_3)
 
-    def forward(self, model, batch, step):
-        out, terms = self.elbo_terms(model, batch["x"])                # recon, kl, elbo, _kl as in the VAE
+    def regularizer(self, model, batch, out, terms, step):
+        "The DIP penalty of the batch's codes (`dip`) and, when lambda_3 > 0, the third-moment penalty (`third`)."
         mu, logvar = out["mu"].float(), out["logvar"].float()
         dip = dip_penalty(dip_covariance(mu, logvar, self.kind), self.lambda_od, self.lambda_d)
-        terms.update(loss=terms["recon"] + terms["kl"] + dip, dip=dip)
-        if self.lambda_3 > 0:
-            terms["third"] = self.lambda_3 * third_moment_penalty(mu, logvar)
-            terms["loss"] = terms["loss"] + terms["third"]
-        return terms
+        if self.lambda_3 <= 0: return dip, dict(dip=dip)
+        third = self.lambda_3 * third_moment_penalty(mu, logvar)
+        return dip + third, dict(dip=dip, third=third)
 
 @register_objective("dip_vae_i")
 class DIPVAEI(_DIPVAE):
     "DIP-VAE-I (Eq. 6): penalise Cov[mu] towards I; lambda_d=None means 10 * lambda_od (the paper's 2D Shapes setting)."
-    kind, lambda_d_ratio = "i", 10.0
+    kind, lambda_d_ratio, params = "i", 10.0, _dip_params(10.0, 10.0)
 
 @register_objective("dip_vae_ii")
 class DIPVAEII(_DIPVAE):
     "DIP-VAE-II (Eq. 7): penalise Cov_q(z)[z] = diag(E sigma^2) + Cov[mu] towards I; lambda_d=None means lambda_od."
-    kind, lambda_d_ratio = "ii", 1.0
+    kind, lambda_d_ratio, params = "ii", 1.0, _dip_params(5.0, 1.0)
 
 # %% ../../nbs/30_dipvae.ipynb #5b303260
 def _randn(g, *shape, dtype=torch.float32, scale=1.0):

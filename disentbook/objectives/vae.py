@@ -8,10 +8,10 @@ from __future__ import annotations
 import torch
 
 from ..core import InputError
-from .base import Objective, register_objective
+from .base import Objective, Param, register_objective
 
 # %% auto #0
-__all__ = ['gaussian_kl', 'BetaVAE', 'VAEObjective']
+__all__ = ['gaussian_kl', 'elbo_step', 'ELBOObjective', 'BetaVAE', 'VAEObjective']
 
 # %% ../../nbs/10_vae.ipynb #2cae4ee4
 def gaussian_kl(mu, logvar, mu2=None, logvar2=None):
@@ -23,9 +23,52 @@ def gaussian_kl(mu, logvar, mu2=None, logvar2=None):
     return 0.5 * (logvar2 - logvar + (logvar.exp() + (mu - mu2).pow(2)) / logvar2.exp() - 1)
 
 # %% ../../nbs/10_vae.ipynb #3df67b05
+def elbo_step(model, x, reconstruction=None) -> tuple[dict, dict]:
+    """encode → sample → decode → reconstruction → KL: `(model(x), terms)` with `recon` (batch mean of
+    `reconstruction(out)`, default the NLL), and for a Gaussian encoder `kl` (sum over latents of the batch-mean KL
+    to N(0, I)) and `_kl` (per latent)."""
+    out = model(x)
+    rec = model.nll(out["x_out"].float(), x) if reconstruction is None else reconstruction(out)
+    terms = dict(recon=rec.mean())
+    if out.get("logvar") is not None:
+        kl_dims = gaussian_kl(out["mu"].float(), out["logvar"].float()).mean(0)
+        terms.update(kl=kl_dims.sum(), _kl=kl_dims)
+    return out, terms
+
+class ELBOObjective(Objective):
+    "The step shared by the VAE-like methods: reconstruction + posterior term + regulariser, each a hook. Batch key 'x'."
+    rec_key = "recon"        # the logged name of the reconstruction term
+    gaussian = True          # needs a Gaussian encoder (logvar)
+    log_kl = True            # log kl (the rate) when the encoder is Gaussian
+
+    def reconstruction(self, model, out: dict, x) -> torch.Tensor:
+        "Per-image reconstruction cost `(B,)`: the decoder's negative log-likelihood."
+        return model.nll(out["x_out"].float(), x)
+
+    def posterior_terms(self, model, out: dict, terms: dict) -> tuple:
+        "(loss part, logged terms) pulling q(z|x) to the prior: the KL (weight 1)."
+        return terms["kl"], {}
+
+    def regularizer(self, model, batch: dict, out: dict, terms: dict, step: int) -> tuple:
+        "(loss part, logged terms) of the method's extra penalty: none."
+        return 0.0, {}
+
+    def forward(self, model, batch, step):
+        x = batch["x"]
+        out, t = elbo_step(model, x, lambda o: self.reconstruction(model, o, x))
+        if self.gaussian and out.get("logvar") is None:
+            raise InputError(f"{self.name} needs a Gaussian encoder (logvar); the model's encoder is deterministic")
+        terms = {self.rec_key: t["recon"], **({k: t[k] for k in ("kl", "_kl") if k in t} if self.log_kl else {})}
+        p, pt = self.posterior_terms(model, out, t)
+        r, rt = self.regularizer(model, batch, out, t, step)
+        return dict(loss=t["recon"] + p + r, **terms, **pt, **rt)
+
 @register_objective("beta_vae")
-class BetaVAE(Objective):
+class BetaVAE(ELBOObjective):
     "Negative ELBO with the KL weighted by `beta` (beta = 1: the VAE). Batch key 'x'."
+    params = dict(beta=Param("float", 1.0, "weight of the KL (the rate); 1 is the VAE", low=0))
+    paper = "Higgins et al., beta-VAE: Learning basic visual concepts with a constrained variational framework, ICLR 2017"
+
     def __init__(self, beta: float = 1.0):
         if not beta >= 0: raise InputError(f"beta must be >= 0, got {beta}")
         super().__init__(beta=float(beta))
@@ -33,20 +76,17 @@ class BetaVAE(Objective):
 
     @staticmethod
     def elbo_terms(model, x) -> tuple[dict, dict]:
-        "`(model(x), terms)`: the batch means of recon (NLL) and KL, the ELBO and the per-latent KL `_kl` (for subclasses)."
-        out = model(x)
-        recon = model.nll(out["x_out"].float(), x).mean()
-        kl_dims = gaussian_kl(out["mu"].float(), out["logvar"].float()).mean(0)
-        kl = kl_dims.sum()
-        return out, dict(recon=recon, kl=kl, elbo=-(recon + kl), _kl=kl_dims)
+        "`(model(x), terms)`: recon, kl, the ELBO and `_kl` (`elbo_step` plus the ELBO)."
+        out, t = elbo_step(model, x)
+        return out, dict(t, elbo=-(t["recon"] + t["kl"]))
 
-    def forward(self, model, batch, step):
-        out, t = self.elbo_terms(model, batch["x"])
-        return dict(loss=t["recon"] + self.beta * t["kl"], **t)
+    def posterior_terms(self, model, out, terms):
+        return self.beta * terms["kl"], dict(elbo=-(terms["recon"] + terms["kl"]))
 
 @register_objective("vae")
 class VAEObjective(BetaVAE):
     "The VAE of Kingma & Welling: the negative ELBO, i.e. `BetaVAE` with beta = 1."
+    params, paper = {}, "Kingma & Welling, Auto-encoding variational Bayes, ICLR 2014 (arXiv:1312.6114)"
     def __init__(self):
         super().__init__(beta=1.0)
         self.hparams = {}
