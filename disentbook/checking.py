@@ -21,11 +21,11 @@ NOT_IMPLEMENTED = "not implemented yet: replace the `raise NotImplementedError` 
 class ExerciseFailed(AssertionError):
     "A check did not pass; `.result` is the `CheckResult`. Shown in notebooks as one line, not a traceback."
     def __init__(self, result: "CheckResult"):
-        super().__init__(result.message + (f"\nhint: {result.hint}" if result.hint else ""))
+        super().__init__(result.message + "".join(f"\nhint: {h}" for h in (result.mistake, result.hint) if h))
         self.result = result
     def _render_traceback_(self):  # IPython uses this instead of the traceback
         r = self.result
-        return [f"\x1b[31mExerciseFailed: {r.message}\x1b[0m"] + ([f"hint: {r.hint}"] if r.hint else [])
+        return [f"\x1b[31mExerciseFailed: {r.message}\x1b[0m"] + [f"hint: {h}" for h in r.hints()]
 
 def _fmt_nested(x) -> str:
     if isinstance(x, list): return "[" + ", ".join(_fmt_nested(y) for y in x) + "]"
@@ -47,9 +47,20 @@ class CheckResult:
     message: str
     max_error: float | None = None
     failing_input: dict | None = None
-    hint: str | None = None
+    hint: str | None = None          # the general hint (often the formula itself): shown when `reveal_hint`
+    mistake: str | None = None       # a targeted hint: the student's output matched a known mistake
+    reveal_hint: bool = True         # False hides the general hint (graduated hints: see `classroom.widgets.check`)
 
     def __bool__(self): return bool(self.passed)
+
+    def hints(self) -> list[str]:
+        "The hints to show now: the targeted one first, then the general one if revealed."
+        if self.passed: return []
+        return [h for h in (self.mistake, self.hint if self.reveal_hint else None) if h]
+
+    def formula(self) -> str | None:
+        "The general hint (the formula), whether or not it is revealed yet."
+        return self.hint
 
     def raise_if_failed(self) -> "CheckResult":
         "Raise `ExerciseFailed` unless the check passed; returns the result otherwise."
@@ -59,7 +70,8 @@ class CheckResult:
     def __str__(self):
         lines = [("✓ " if self.passed else "✗ ") + self.message]
         if not self.passed:
-            if self.hint: lines.append(f"  hint: {self.hint}")
+            lines += [f"  hint: {h}" for h in self.hints()]
+            if self.hint and not self.reveal_hint: lines.append("  (the formula: call `.formula()`)")
             if self.failing_input:
                 lines.append("  failing input: " + ", ".join(f"{k}={_fmt_value(v)}" for k, v in self.failing_input.items()))
         return "\n".join(lines)
@@ -70,7 +82,7 @@ class CheckResult:
         parts = [f'<div class="disentbook-check" style="border-left:4px solid {colour};background:{bg};'
                  f'padding:6px 10px;margin:4px 0;font-family:sans-serif">',
                  f'<b style="color:{colour}">{mark}</b> {html.escape(self.message)}']
-        if not self.passed and self.hint: parts.append(f"<br><i>hint:</i> {html.escape(self.hint)}")
+        parts += [f"<br><i>hint:</i> {html.escape(h)}" for h in self.hints()]
         if not self.passed and self.failing_input:
             rows = "\n".join(f"{k} = {_fmt_value(v)}" for k, v in self.failing_input.items())
             parts.append(f'<br><i>failing input:</i><pre style="margin:2px 0">{html.escape(rows)}</pre>')
@@ -124,8 +136,10 @@ def _fmt_num(v): return f"{v:.6g}"
 
 def check_function(student_fn: Callable, reference_fn: Callable, cases: Sequence[Case | dict],
                    atol: float = 1e-5, rtol: float = 1e-4, name: str | None = None, hint: str | None = None,
-                   grad_wrt: Sequence[str] = ()) -> CheckResult:
-    "Run `student_fn` and `reference_fn` on each case; the first difference gives a failed `CheckResult`."
+                   grad_wrt: Sequence[str] = (), mistakes: dict | None = None) -> CheckResult:
+    """Run `student_fn` and `reference_fn` on each case; the first difference gives a failed `CheckResult`.
+    `mistakes` maps a targeted hint to a function computing a known wrong answer: when the student's output on the
+    failing case equals that wrong answer, the result's `mistake` is that hint."""
     name = name or getattr(reference_fn, "__name__", "exercise")
     if not callable(student_fn):
         return CheckResult(False, name, f"{name}: expected a function, got {type(student_fn).__name__}", hint=hint)
@@ -135,7 +149,7 @@ def check_function(student_fn: Callable, reference_fn: Callable, cases: Sequence
 
     def fail(msg, case, max_error=None):
         small = {k: _clone(v) for k, v in case.inputs.items()}
-        return CheckResult(False, name, msg, max_error, small, hint)
+        return CheckResult(False, name, msg, max_error, small, hint, _recognise(student_fn, mistakes, case))
 
     for case in cases:
         lab = case.label
@@ -174,6 +188,18 @@ def check_function(student_fn: Callable, reference_fn: Callable, cases: Sequence
         if res is not None: return res
         checks += 1
     return CheckResult(True, name, f"{name}: passed all {checks} checks", worst, None, hint)
+
+def _recognise(student_fn, mistakes, case) -> str | None:
+    "The hint of the first known mistake whose output equals the student's on `case`, else None."
+    if not mistakes: return None
+    out, exc = _call(student_fn, {k: _clone(v) for k, v in case.inputs.items()})
+    if exc is not None or not isinstance(out, torch.Tensor): return None
+    for text, wrong_fn in mistakes.items():
+        wrong, wexc = _call(wrong_fn, {k: _clone(v) for k, v in case.inputs.items()})
+        if wexc is None and isinstance(wrong, torch.Tensor) and wrong.shape == out.shape and \
+                torch.allclose(out.detach().double(), wrong.detach().double(), rtol=1e-4, atol=1e-6, equal_nan=True):
+            return text
+    return None
 
 def _check_grads(student_fn, reference_fn, case, grad_wrt, atol, rtol, name, fail):
     "None when the gradients of a fixed weighting of the output agree with the reference's, else a failed result."

@@ -16,9 +16,10 @@ from ..objectives.vae import gaussian_kl
 from ..checking import Case, CheckResult, check_function
 
 # %% auto #0
-__all__ = ['KL_HINT', 'REPARAM_HINT', 'ELBO_HINT', 'SOLUTION_BEGIN', 'SOLUTION_END', 'STUB_LINE', 'kl_cases', 'check_gaussian_kl',
-           'reparam_cases', 'check_reparameterize', 'elbo_cases', 'check_beta_elbo', 'SolutionMarkerError',
-           'NotebookNotFoundError', 'strip_solutions', 'is_instructor_cell', 'student_edition']
+__all__ = ['KL_HINT', 'KL_MISTAKES', 'REPARAM_HINT', 'REPARAM_MISTAKES', 'ELBO_HINT', 'ELBO_MISTAKES', 'SOLUTION_BEGIN',
+           'SOLUTION_END', 'STUB_LINE', 'kl_cases', 'check_gaussian_kl', 'reparam_cases', 'check_reparameterize',
+           'elbo_cases', 'check_beta_elbo', 'SolutionMarkerError', 'NotebookNotFoundError', 'strip_solutions',
+           'is_instructor_cell', 'student_edition']
 
 # %% ../../nbs/06_exercises.ipynb #deeebd8d
 KL_HINT = ("per dimension, KL = 0.5 * (mu**2 + exp(logvar) - logvar - 1); logvar is log σ², so σ² = exp(logvar) "
@@ -45,7 +46,17 @@ def kl_cases(seed: int = 0) -> list[Case]:
 def check_gaussian_kl(fn: Callable, seed: int = 0) -> CheckResult:
     "Check `fn(mu, logvar)` -> per-dimension KL(N(mu, exp(logvar)) || N(0, I)) against `vae.gaussian_kl`."
     return check_function(fn, lambda mu, logvar: gaussian_kl(mu, logvar), kl_cases(seed), atol=1e-5, rtol=1e-5,
-                          name="gaussian_kl", hint=KL_HINT, grad_wrt=("mu", "logvar"))
+                          name="gaussian_kl", hint=KL_HINT, grad_wrt=("mu", "logvar"), mistakes=KL_MISTAKES)
+
+KL_MISTAKES = {  # targeted hints for the usual wrong answers (checked against the student's output)
+    "the KL of the prior with itself must be 0: a constant term is missing (look at what remains at mu = 0, "
+    "logvar = 0)": lambda mu, lv: 0.5 * (mu**2 + lv.exp() - lv),
+    "you used σ where σ² belongs: logvar is log σ², so σ² = exp(logvar), not exp(logvar / 2)":
+        lambda mu, lv: 0.5 * (mu**2 + (lv / 2).exp() - lv / 2 - 1),
+    "the whole expression is twice too large: check the factor in front": lambda mu, lv: mu**2 + lv.exp() - lv - 1,
+    "the KL is asked per dimension (same shape as mu): do not sum over the latents":
+        lambda mu, lv: 0.5 * (mu**2 + lv.exp() - lv - 1).sum(-1),
+}
 
 # %% ../../nbs/06_exercises.ipynb #da676549
 REPARAM_HINT = ("z = mu + sigma * eps with sigma = exp(logvar / 2) (the standard deviation, not the variance "
@@ -72,7 +83,14 @@ def reparam_cases(seed: int = 0) -> list[Case]:
 def check_reparameterize(fn: Callable, seed: int = 0) -> CheckResult:
     "Check `fn(mu, logvar, eps)` -> mu + exp(logvar / 2) * eps, its values and its gradients to mu and logvar."
     return check_function(fn, _reparam_ref, reparam_cases(seed), atol=1e-5, rtol=1e-5, name="reparameterize",
-                          hint=REPARAM_HINT, grad_wrt=("mu", "logvar"))
+                          hint=REPARAM_HINT, grad_wrt=("mu", "logvar"), mistakes=REPARAM_MISTAKES)
+
+REPARAM_MISTAKES = {
+    "you scaled the noise by the variance: the noise is scaled by the standard deviation σ, and logvar = log σ²":
+        lambda mu, lv, eps: mu + lv.exp() * eps,
+    "logvar is not σ: it is log σ², so σ has to be computed from it": lambda mu, lv, eps: mu + lv * eps,
+    "the mean is missing: z is centred on mu": lambda mu, lv, eps: torch.exp(0.5 * lv) * eps,
+}
 
 # %% ../../nbs/06_exercises.ipynb #8a769519
 ELBO_HINT = ("per image: BCE-with-logits summed over pixels + beta * KL summed over latents; then the mean over "
@@ -99,7 +117,18 @@ def elbo_cases(seed: int = 0) -> list[Case]:
 def check_beta_elbo(fn: Callable, seed: int = 0) -> CheckResult:
     "Check `fn(x, x_logits, mu, logvar, beta)` -> batch mean of the β-weighted negative ELBO (Bernoulli decoder)."
     return check_function(fn, _beta_elbo_ref, elbo_cases(seed), atol=1e-4, rtol=1e-5, name="beta_elbo",
-                          hint=ELBO_HINT, grad_wrt=("x_logits", "mu", "logvar"))
+                          hint=ELBO_HINT, grad_wrt=("x_logits", "mu", "logvar"), mistakes=ELBO_MISTAKES)
+
+ELBO_MISTAKES = {
+    "you summed over the batch: the loss of the batch is the mean over images":
+        lambda x, xl, mu, lv, b: (bernoulli_nll(xl, x) + b * gaussian_kl(mu, lv).sum(1)).sum(),
+    "β weights only the KL term, not the reconstruction":
+        lambda x, xl, mu, lv, b: (b * bernoulli_nll(xl, x) + gaussian_kl(mu, lv).sum(1)).mean(),
+    "the reconstruction term is summed over pixels, not averaged":
+        lambda x, xl, mu, lv, b: (bernoulli_nll(xl, x) / x[0].numel() + b * gaussian_kl(mu, lv).sum(1)).mean(),
+    "β is missing: the KL term is weighted by β":
+        lambda x, xl, mu, lv, b: (bernoulli_nll(xl, x) + gaussian_kl(mu, lv).sum(1)).mean(),
+}
 
 # %% ../../nbs/06_exercises.ipynb #157f6e3b
 SOLUTION_BEGIN, SOLUTION_END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -146,8 +175,18 @@ def is_instructor_cell(cell) -> bool:
     return False
 
 # %% ../../nbs/06_exercises.ipynb #7363cd65
-def student_edition(src: str | Path, dst: str | Path) -> dict:
-    "Write the student edition of instructor notebook `src` to `dst`: solutions stubbed, instructor cells, outputs and widget state removed."
+def student_edition(src: str | Path, dst: str | Path) -> dict | list[dict]:
+    """Write the student edition of instructor notebook `src` to `dst`: solutions stubbed, instructor cells, outputs and
+    widget state removed. With a folder `src`, every notebook in it that has solutions is written under folder `dst`
+    (same names); the result is then a list, one dict per notebook."""
+    if Path(src).is_dir():
+        src, dst = Path(src), Path(dst)
+        if dst.exists() and not dst.is_dir(): raise InputError(f"{dst} is a file: give a folder for a folder of notebooks")
+        if dst.resolve() == src.resolve(): raise InputError(f"the student editions would overwrite their sources in {src}")
+        nbs = sorted(p for p in src.glob("*.ipynb") if SOLUTION_BEGIN in p.read_text(encoding="utf-8"))
+        if not nbs: raise NotebookNotFoundError(f"no instructor notebook (with `{SOLUTION_BEGIN}` markers) in {src}")
+        dst.mkdir(parents=True, exist_ok=True)
+        return [student_edition(p, dst / p.name) for p in nbs]
     try: import nbformat
     except ImportError as e: raise DisentbookError("student editions need nbformat: pip install nbformat") from e
     src, dst = Path(src), Path(dst)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/07_widgets.ipynb #1877054a
 from __future__ import annotations
-import html, io, sys, time
+import html, io, os, sys, time
 
 import numpy as np
 import torch
@@ -13,9 +13,10 @@ from ..core import InputError, check_images
 from ..eval.viz import _figure, image_grid, kl_per_dim, traversal_images
 
 # %% auto #0
-__all__ = ['latent_order', 'decode_latent', 'png_bytes', 'figure_png', 'kl_2d_gaussian', 'gaussian_kl_figure', 'feedback_html',
-           'LatentExplorer', 'traversal_grid', 'TraversalViewer', 'traversal_viewer', 'render_value',
-           'ParameterExplorer', 'parameter_explorer', 'gaussian_kl_explorer', 'CheckButton', 'check_button']
+__all__ = ['FORMULA_AFTER', 'ATTEMPTS', 'RESULTS', 'latent_order', 'decode_latent', 'png_bytes', 'figure_png', 'kl_2d_gaussian',
+           'gaussian_kl_figure', 'feedback_html', 'LatentExplorer', 'traversal_grid', 'TraversalViewer',
+           'traversal_viewer', 'render_value', 'ParameterExplorer', 'parameter_explorer', 'gaussian_kl_explorer',
+           'CheckButton', 'check_button', 'solved', 'ExerciseCheck', 'check']
 
 # %% ../../nbs/07_widgets.ipynb #60d3ae55
 @torch.no_grad()
@@ -118,8 +119,10 @@ def feedback_html(result) -> str:
     if bool(getattr(result, "passed", result)):
         tail = f" <span style='color:#444'>({name})</span>" if name else ""
         return f"<div class='disentbook-feedback' style='color:green'><b>✓ passed</b>{tail}</div>"
-    hint = getattr(result, "hint", None)
-    hint = f"<br><i>Hint:</i> {html.escape(str(hint))}" if hint else ""
+    hints = result.hints() if hasattr(result, "hints") else [h for h in [getattr(result, "hint", None)] if h]
+    hint = "".join(f"<br><i>Hint:</i> {html.escape(str(h))}" for h in hints)
+    if getattr(result, "hint", None) and not getattr(result, "reveal_hint", True):
+        hint += "<br><span style='color:#444'>(the formula is shown after a few more attempts, or with <i>Show the formula</i>)</span>"
     head = f"{name}: " if name and not msg.startswith(name) else ""  # messages often start with the name
     return f"<div class='disentbook-feedback' style='color:red'><b>✗ {head}</b>{msg or 'not passed'}{hint}</div>"
 
@@ -346,3 +349,77 @@ class CheckButton(_Panel):
 def check_button(checker, fn, description: str = "Check") -> CheckButton:
     "A `CheckButton` running `checker(fn)` on click; `fn` is a function or the name of one in the notebook."
     return CheckButton(checker, fn, description)
+
+# %% ../../nbs/07_widgets.ipynb #79671b1e
+FORMULA_AFTER = 3                    # failed attempts of one exercise before its formula is shown unasked
+ATTEMPTS: dict[str, int] = {}        # failed attempts so far, per exercise (the function's name)
+RESULTS: dict[str, bool] = {}        # whether the latest check of each exercise passed
+
+def solved(*names: str) -> bool:
+    "True when the latest checks of all exercises `names` passed; otherwise says which are missing (a cell that uses them skips)."
+    missing = [n for n in names if not RESULTS.get(n)]
+    if missing: print(f"this cell uses {', '.join(missing)}: pass their checks first (it is skipped until then)")
+    return not missing
+
+class ExerciseCheck(_Panel):
+    "The check of one exercise: feedback of the latest run only, a *Check* button, graduated hints (see `check`)."
+    def __init__(self, checker, fn, strict: bool | None = None, formula_after: int = FORMULA_AFTER):
+        self.checker, self.fn, self.formula_after = checker, fn, formula_after
+        self.strict = bool(os.environ.get("IN_TEST")) if strict is None else strict   # nbdev_test runs instructor notebooks
+        self.key = fn if isinstance(fn, str) else getattr(fn, "__name__", repr(fn))
+        self.revealed, self.result, self.error, self.widget = False, None, None, None
+        self.run()
+
+    _function = CheckButton._function
+
+    def run(self):
+        "Check the function now (what *Check* does); returns the result. Raises only when `strict`."
+        self.result = self.error = None
+        try: self.result = self.checker(self._function())
+        except Exception as e: self.error = e
+        failed = self.error is not None or not self.result
+        RESULTS[self.key] = not failed
+        if failed: ATTEMPTS[self.key] = ATTEMPTS.get(self.key, 0) + 1
+        self._show_hint()
+        if self.strict and failed:
+            if self.error is not None: raise self.error
+            self.result.raise_if_failed()
+        return self.result
+
+    def _show_hint(self):
+        if self.result is not None and hasattr(self.result, "reveal_hint"):
+            self.result.reveal_hint = self.revealed or ATTEMPTS.get(self.key, 0) >= self.formula_after
+        if self.widget is not None: self._html.value = self.html()
+
+    def reveal(self):
+        "Show the general hint (the formula) now."
+        self.revealed = True; self._show_hint()
+
+    def html(self) -> str:
+        "The feedback of the latest run as HTML."
+        if self.error is not None:
+            return (f"<div class='disentbook-feedback' style='color:red'><b>✗ the check could not run:</b> "
+                    f"{html.escape(type(self.error).__name__ + ': ' + str(self.error))}</div>")
+        return feedback_html(self.result)
+
+    def __str__(self):
+        return f"✗ the check could not run: {type(self.error).__name__}: {self.error}" if self.error else str(self.result)
+
+    def _repr_mimebundle_(self, **kwargs):
+        if self.widget is None:
+            try: import ipywidgets as W
+            except ImportError: return {"text/html": self.html(), "text/plain": str(self)}
+            self._html = W.HTML(self.html()); self._html.add_class("disentbook-check-result")
+            self.button = W.Button(description="Check", button_style="primary", icon="check")
+            self.button.add_class("disentbook-check")
+            self.formula_button = W.Button(description="Show the formula", icon="question")
+            self.button.on_click(lambda _: self.run())
+            self.formula_button.on_click(lambda _: self.reveal())
+            self.widget = W.VBox([self._html, W.HBox([self.button, self.formula_button])])
+        bundle = self.widget._repr_mimebundle_(**kwargs) or {}
+        return {"text/plain": str(self), "text/html": self.html(), **bundle}
+
+def check(checker, fn, strict: bool | None = None, formula_after: int = FORMULA_AFTER) -> ExerciseCheck:
+    """Check exercise function `fn` (a function, or its name in the notebook) with `checker` now and on every click
+    of *Check*; never raises unless `strict` (default: only under `nbdev_test`)."""
+    return ExerciseCheck(checker, fn, strict, formula_after)
