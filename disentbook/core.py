@@ -13,9 +13,9 @@ import torch
 # %% auto #0
 __all__ = ['SCALES', 'REPRODUCTIONS', 'VERDICTS', 'DisentbookError', 'InputError', 'DataNotFoundError', 'CorruptFileError',
            'ConfigMismatchError', 'NonFiniteLossError', 'in_test', 'default_device', 'seed_everything',
-           'make_generator', 'package_dir', 'data_dir', 'sha256_file', 'atomic_path', 'write_json', 'check_images',
-           'to_float_images', 'to_numpy', 'as_codes', 'as_factors', 'check_lengths', 'Registry', 'paper_values',
-           'finding_lines']
+           'make_generator', 'package_dir', 'data_dir', 'sha256_file', 'fsync_dir', 'fsync_file', 'atomic_path',
+           'write_json', 'clean_stale_parts', 'check_images', 'to_float_images', 'to_numpy', 'as_codes', 'as_factors',
+           'check_lengths', 'Registry', 'paper_values', 'finding_lines']
 
 # %% ../nbs/00_core.ipynb #606f2d22
 class DisentbookError(Exception):
@@ -50,15 +50,25 @@ def default_device(device: str | torch.device | None = None) -> torch.device:
     if mps is not None and mps.is_available(): return torch.device("mps")
     return torch.device("cpu")
 
-def seed_everything(seed: int) -> None:
-    "Seed Python, NumPy and torch (all devices) global generators."
+def _check_seed(seed, name: str = "seed") -> int:
+    "`seed` as a Python int >= 0, or an `InputError`."
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"{name}: expected an integer >= 0, got {seed!r}")
+    return int(seed)
+
+def seed_everything(seed: int) -> int:
+    """Seed Python, NumPy and torch (all devices) global generators; returns the seed.
+    Call it FIRST, before building the model: weight initialisation draws from the global torch generator,
+    so a model built before seeding differs from run to run (the `Trainer` reseeds only what comes after)."""
+    seed = _check_seed(seed)
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
+    return seed
 
 def make_generator(seed: int | None = None, device: str | torch.device = "cpu") -> torch.Generator:
     "A `torch.Generator` on `device`, seeded with `seed` (random seed when `None`)."
     g = torch.Generator(device=torch.device(device))
     if seed is None: g.seed()
-    else: g.manual_seed(int(seed))
+    else: g.manual_seed(_check_seed(seed))
     return g
 
 # %% ../nbs/00_core.ipynb #cbcfadda
@@ -84,23 +94,79 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         for block in iter(lambda: f.read(chunk), b""): h.update(block)
     return h.hexdigest()
 
+def _umask() -> int:
+    "The process umask (read without changing it where /proc allows)."
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"): return int(line.split()[1], 8)
+    except OSError: pass
+    old = os.umask(0o22); os.umask(old)
+    return old
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    "Make a rename or a new file in folder `path` durable (a no-op where folders cannot be opened, e.g. Windows)."
+    try: fd = os.open(path, os.O_RDONLY)
+    except OSError: return
+    try: os.fsync(fd)
+    except OSError: pass
+    finally: os.close(fd)
+
+def fsync_file(path: str | os.PathLike) -> None:
+    "Flush the file at `path` to the disk."
+    fd = os.open(path, os.O_RDONLY)
+    try: os.fsync(fd)
+    finally: os.close(fd)
+
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike):
-    "Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds."
+def atomic_path(path: str | os.PathLike, durable: bool = True):
+    """Yield a temporary path next to `path`; rename it onto `path` only if the block succeeds.
+    `durable`: fsync the file before and its folder after the rename. The file gets the umask's permissions."""
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".part", dir=path.parent)
     os.close(fd); tmp = Path(tmp)
     try:
         yield tmp
+        if tmp.exists():
+            os.chmod(tmp, 0o666 & ~_umask())
+            if durable: fsync_file(tmp)
         os.replace(tmp, path)
+        if durable: fsync_dir(path.parent)
     finally:
         if tmp.exists(): tmp.unlink()
 
 def write_json(obj, path: str | os.PathLike) -> None:
-    "Write `obj` as indented JSON, atomically."
+    "Write `obj` as indented JSON, atomically and durably."
     with atomic_path(path) as tmp: tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
+def _alive(pid: int) -> bool:
+    if pid == os.getpid(): return True
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except (PermissionError, OSError): return True
+    return True
+
+def clean_stale_parts(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files (and folders) that crashed writers left in `folder`: `.*.part` (and `.*.part.old`)
+    whose writer process is gone; returns what was removed. Names without a pid (older versions) count as stale."""
+    import re, shutil
+    folder, removed = Path(folder), []
+    if not folder.is_dir(): return removed
+    for p in folder.iterdir():
+        if not (p.name.startswith(".") and (p.name.endswith(".part") or p.name.endswith(".part.old"))): continue
+        m = re.match(r"^\..+?\.(\d+)\.[^.]+\.part(\.old)?$", p.name)
+        if m and _alive(int(m.group(1))): continue
+        try: shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        except FileNotFoundError: continue
+        removed.append(p)
+    return removed
+
 # %% ../nbs/00_core.ipynb #f6aa92dd
+def _conversion_hint(x: torch.Tensor, lo: float, hi: float) -> str:
+    "How to bring float images with values in [lo, hi] into [0, 1]."
+    if lo >= -1 and hi <= 1: return "images in [-1, 1]? use (x + 1) / 2"
+    if lo >= 0 and hi <= 255: return "images in 0-255? use x / 255, or pass them as uint8 (x.round().to(torch.uint8))"
+    return "rescale them, e.g. (x - x.min()) / (x.max() - x.min())"
+
 def check_images(x, channels: int | None = None, size: int | tuple[int, int] | None = None,
                  name: str = "images") -> torch.Tensor:
     "Validate an image batch `(N, C, H, W)`: uint8, or float in [0, 1] without NaN; returns it as a tensor."
@@ -108,8 +174,13 @@ def check_images(x, channels: int | None = None, size: int | tuple[int, int] | N
     if not isinstance(x, torch.Tensor):
         raise InputError(f"{name}: expected a torch.Tensor or numpy array, got {type(x).__name__}")
     if x.ndim != 4:
-        raise InputError(f"{name}: expected shape (N, C, H, W), got {tuple(x.shape)}")
+        hint = (" (one channel: use x[:, None])" if x.ndim == 3 else
+                " (single image: use x[None])" if x.ndim in (2,) else "")
+        raise InputError(f"{name}: expected shape (N, C, H, W), got {tuple(x.shape)}{hint}")
     if x.shape[0] == 0: raise InputError(f"{name}: the batch is empty")
+    if x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3) and channels is None:
+        raise InputError(f"{name}: expected shape (N, C, H, W), got {tuple(x.shape)}, which looks like channels-last "
+                         "(N, H, W, C); use x.permute(0, 3, 1, 2)")
     if channels is not None and x.shape[1] != channels:
         raise InputError(f"{name}: expected {channels} channel(s), got shape {tuple(x.shape)}")
     if size is not None:
@@ -123,8 +194,8 @@ def check_images(x, channels: int | None = None, size: int | tuple[int, int] | N
     if bad.any(): raise InputError(f"{name}: {int(bad.sum())} value(s) are NaN or infinite")
     lo, hi = float(x.min()), float(x.max())
     if lo < 0 or hi > 1:
-        raise InputError(f"{name}: float images must lie in [0, 1], got values in [{lo:.3g}, {hi:.3g}]"
-                         " (divide uint8 images by 255, or pass them as uint8)")
+        raise InputError(f"{name}: float images must lie in [0, 1], got {x.dtype} values in [{lo:.3g}, {hi:.3g}]; "
+                         + _conversion_hint(x, lo, hi))
     return x
 
 def to_float_images(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:

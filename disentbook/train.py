@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_train.ipynb #e5a77538
 from __future__ import annotations
-import contextlib, dataclasses, json, os, shutil, tempfile, warnings
+import contextlib, dataclasses, hashlib, io, json, math, numbers, os, re, tempfile, warnings
 from pathlib import Path
 from typing import Callable
 
@@ -19,13 +19,24 @@ from .core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLo
 from .objectives.base import Objective, make_objective
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'TrainConfig', 'Trainer', 'CheckpointNotFoundError', 'read_checkpoint_config', 'load_checkpoint',
-           'load_model', 'model_spec']
+__all__ = ['FORMAT_VERSION', 'READABLE_FORMATS', 'TrainConfig', 'Trainer', 'CheckpointNotFoundError', 'write_checkpoint',
+           'clean_run_dir', 'read_checkpoint_config', 'load_checkpoint', 'load_model', 'model_spec']
 
 # %% ../nbs/04_train.ipynb #c679a00a
+def _integer(v, lo: int):
+    "`v` as an int >= `lo` (whole floats such as 1e4 accepted), or None."
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer(): v = int(v)
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo: return None
+    return int(v)
+
+def _real(v, ok) -> float | None:
+    "`v` as a finite float satisfying `ok`, or None."
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or not ok(float(v)): return None
+    return float(v)
+
 @dataclasses.dataclass
 class TrainConfig:
-    "Optimisation and bookkeeping settings of a `Trainer`."
+    "Optimisation and bookkeeping settings of a `Trainer`; invalid values fail at construction with one `InputError`."
     steps: int = 10_000                      # total number of training steps
     batch_size: int = 64
     lr: float = 1e-4                         # main Adam optimizer
@@ -42,12 +53,24 @@ class TrainConfig:
     progress: bool = True                    # tqdm progress bar
 
     def __post_init__(self):
-        self.betas = tuple(float(b) for b in self.betas)
-        bad = [f"{k}={getattr(self, k)!r}" for k, ok in [
-            ("steps", self.steps >= 0), ("batch_size", self.batch_size >= 1), ("log_every", self.log_every >= 1),
-            ("ckpt_every", self.ckpt_every >= 0), ("betas", len(self.betas) == 2),
-            ("grad_clip", self.grad_clip is None or self.grad_clip > 0)] if not ok]
-        if bad: raise InputError(f"invalid TrainConfig value(s): {', '.join(bad)}")
+        bad = []
+        def need(name, value, what):
+            if value is None: bad.append(f"{name}={getattr(self, name)!r} (expected {what})")
+            else: setattr(self, name, value)
+        for name, lo in (("steps", 1), ("batch_size", 1), ("log_every", 1), ("ckpt_every", 0), ("seed", 0)):
+            need(name, _integer(getattr(self, name), lo), f"an integer >= {lo}")
+        need("lr", _real(self.lr, lambda v: v > 0), "a finite number > 0")
+        need("eps", _real(self.eps, lambda v: v > 0), "a finite number > 0")
+        need("weight_decay", _real(self.weight_decay, lambda v: v >= 0), "a finite number >= 0")
+        if self.grad_clip is not None: need("grad_clip", _real(self.grad_clip, lambda v: v > 0), "None or a finite number > 0")
+        betas = [_real(b, lambda v: 0 <= v < 1) for b in self.betas] if isinstance(self.betas, (tuple, list)) else [None]
+        need("betas", tuple(betas) if len(betas) == 2 and None not in betas else None, "two numbers in [0, 1)")
+        if self.device is not None and not isinstance(self.device, (str, torch.device)):
+            bad.append(f"device={self.device!r} (expected None or a device name such as 'cpu' or 'cuda')")
+        elif self.device is not None: self.device = str(self.device)
+        for name in ("keep_ckpts", "amp", "progress"):
+            if not isinstance(getattr(self, name), bool): bad.append(f"{name}={getattr(self, name)!r} (expected True or False)")
+        if bad: raise InputError(f"invalid TrainConfig: {'; '.join(bad)}")
 
     def to_dict(self) -> dict:
         "Plain JSON-able dict."
@@ -114,6 +137,9 @@ class Trainer:
         self.step = 0                                         # steps done; the next step passes `step` to the objective
         self.keys: list[str] | None = None                    # names of the logged terms, fixed at the first step
         self._layout, self._rows, self._history, self._saved_step = None, [], [], None
+        self._batch_checked = False                           # the first batch is validated (images, shapes)
+        self._last_good: tuple[int, Path] | None = None       # (step, path) of the last checkpoint written or loaded
+        if self.out_dir is not None: clean_run_dir(self.out_dir)   # leftovers of a crashed save
 
     def main_update(self, batch: dict, step: int) -> dict:
         "Objective forward and one step of the main optimizer; the aux nets stay frozen."
@@ -158,6 +184,7 @@ class Trainer:
         "One training step (batch, main update, aux updates); its terms stay on the device."
         step = self.step
         batch = self.sampler.sample(self.config.batch_size, self.generator)
+        if not self._batch_checked: _check_batch(batch, self.sampler); self._batch_checked = True
         out = self.main_update(batch, step)
         outs = [out, *(self.aux_update(n, batch, out, step) for n in self.aux_optimizers)] if self.aux_optimizers else [out]
         if self._layout is None: self._layout = self._make_layout(outs)
@@ -215,7 +242,8 @@ class Trainer:
 
     # checkpoints: the file format and the functions behind these methods are explained below
     def save(self, path: str | os.PathLike | None = None, keep: bool = False) -> Path:
-        "Write a checkpoint directory atomically (default `out_dir/checkpoint`); `keep` also copies it to `out_dir/step_XXXXXXX`."
+        """Write a checkpoint (default `out_dir/checkpoint`) crash-atomically, after checking that every weight and
+        optimizer state is finite; `keep` also writes it to `out_dir/step_XXXXXXX`."""
         return _save_checkpoint(self, path, keep)
 
     def load(self, path: str | os.PathLike) -> Trainer:
@@ -232,44 +260,92 @@ class Trainer:
         if objective is None: objective = make_objective(**cfg["objective"])
         config = TrainConfig.from_dict({**cfg["train"], **overrides})
         return cls(model, objective, sampler, config, out_dir=out_dir).load(path)
+def _check_batch(batch, sampler) -> None:
+    "Validate the first batch of a sampler: a dict whose image entries (`x`, `y`, `sampler.image_keys`) are valid."
+    who = type(sampler).__name__
+    if not isinstance(batch, dict):
+        raise InputError(f"the sampler ({who}) must return a dict of tensors, got {type(batch).__name__}")
+    for k in dict.fromkeys(("x", "y", *getattr(sampler, "image_keys", ()))):
+        if k in batch: core.check_images(batch[k], name=f"the first batch of {who}, entry {k!r}")
 
 # %% ../nbs/04_train.ipynb #24f752ec
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 
 class CheckpointNotFoundError(core.DisentbookError, FileNotFoundError):
     "There is no (complete) checkpoint directory at the given path."
 
-@contextlib.contextmanager
-def _atomic_dir(path: Path):
-    "Yield a temporary directory next to `path`; it replaces `path` only if the block succeeds."
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent))
-    try:
-        yield tmp
-        if path.exists():
-            old = tmp.with_name(tmp.name + ".old")
-            os.replace(path, old); os.replace(tmp, path); shutil.rmtree(old)
-        else: os.replace(tmp, path)
-    finally:
-        if tmp.exists(): shutil.rmtree(tmp)
+def _state_name(step: int, sha: str) -> str: return f"state-{int(step):07d}-{sha[:12]}.pt"
+
+def _config_sha(cfg: dict) -> str:
+    "sha256 of the canonical JSON of `cfg` without its `config_sha256` entry."
+    body = json.dumps({k: v for k, v in cfg.items() if k != "config_sha256"}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()
+
+def write_checkpoint(path: str | os.PathLike, blob: bytes, cfg: dict) -> Path:
+    """Commit the serialized state `blob` with its JSON `cfg` into the checkpoint directory `path`: state file
+    (temporary name, fsync, rename, fsync folder), then `config.json` (one atomic, durable replace: the commit),
+    then the state files no longer referenced are deleted."""
+    path = Path(path); path.mkdir(parents=True, exist_ok=True)
+    sha = hashlib.sha256(blob).hexdigest(); name = _state_name(cfg["step"], sha)
+    with core.atomic_path(path / name) as tmp: tmp.write_bytes(blob)
+    cfg = dict(cfg, format_version=FORMAT_VERSION, state_file=name, state_bytes=len(blob), state_sha256=sha)
+    cfg["config_sha256"] = _config_sha(cfg)
+    core.write_json(cfg, path / "config.json")                       # the commit
+    for p in path.iterdir():
+        if p.name != name and re.fullmatch(r"state(-\d+-[0-9a-f]{12})?\.pt", p.name): p.unlink()
+    return path
+
+def clean_run_dir(out_dir: str | os.PathLike) -> list[Path]:
+    """Remove what a crashed save left in a run folder: stale `.part` files (of dead processes) in it and in its
+    checkpoint folders, and state files no committed `config.json` names. Returns the removed paths."""
+    out_dir, removed = Path(out_dir), []
+    if not out_dir.is_dir(): return removed
+    removed += core.clean_stale_parts(out_dir)
+    for ck in [out_dir / "checkpoint", *sorted(out_dir.glob("step_*"))]:
+        if not ck.is_dir(): continue
+        removed += core.clean_stale_parts(ck)
+        try: keep = read_checkpoint_config(ck)["state_file"]
+        except core.DisentbookError: continue                       # unreadable: leave everything for inspection
+        for p in ck.glob("state*.pt"):
+            if p.name != keep: p.unlink(); removed.append(p)
+    return removed
 
 def read_checkpoint_config(path: str | os.PathLike) -> dict:
-    "The `config.json` of the checkpoint directory `path`."
+    "The `config.json` of the checkpoint directory `path`, checked (format, own sha256, state file present)."
     path = Path(path); f = path / "config.json"
-    if not (f.is_file() and (path / "state.pt").is_file()):
+    if not f.is_file():
         found = sorted(p.name for p in path.iterdir()) if path.is_dir() else "no such directory"
-        raise CheckpointNotFoundError(f"no checkpoint at {path}: expected a directory with config.json and "
-                                      f"state.pt, found {found}")
+        raise CheckpointNotFoundError(f"no checkpoint at {path}: expected a directory with config.json and its "
+                                      f"state file, found {found}")
     try: cfg = json.loads(f.read_text())
     except (ValueError, UnicodeDecodeError) as e: raise CorruptFileError(f"{f} is not valid JSON: {e}") from e
-    if not isinstance(cfg, dict) or cfg.get("format_version") != FORMAT_VERSION:
-        found = cfg.get("format_version") if isinstance(cfg, dict) else type(cfg).__name__
-        raise CorruptFileError(f"{f}: expected checkpoint format_version {FORMAT_VERSION}, found {found!r}")
+    version = cfg.get("format_version") if isinstance(cfg, dict) else None
+    if version not in READABLE_FORMATS:
+        found = version if isinstance(cfg, dict) else type(cfg).__name__
+        raise CorruptFileError(f"{f}: expected checkpoint format_version {' or '.join(map(str, READABLE_FORMATS))}, "
+                               f"found {found!r} (written by a newer disentbook, or not a checkpoint)")
+    if version == 1: cfg["state_file"] = "state.pt"
+    elif cfg.get("config_sha256") != _config_sha(cfg):
+        raise CorruptFileError(f"{f} is corrupt or was edited: its sha256 does not match the config_sha256 it records")
+    if not (path / cfg["state_file"]).is_file():
+        raise CorruptFileError(f"the checkpoint {path} is incomplete: config.json names {cfg['state_file']}, "
+                               "which is missing")
     return cfg
 
 def _read_state(path: Path, cfg: dict, map_location="cpu") -> dict:
-    f = Path(path) / "state.pt"
-    try: state = torch.load(f, map_location=map_location, weights_only=True)
+    f = Path(path) / cfg["state_file"]
+    blob = f.read_bytes()
+    if cfg["format_version"] >= 2:
+        if len(blob) != cfg["state_bytes"]:
+            what = "truncated" if len(blob) < cfg["state_bytes"] else "longer than written"
+            raise CorruptFileError(f"{f} is {what}: {len(blob):,} bytes, config.json records {cfg['state_bytes']:,} "
+                                   "(an interrupted copy or a full disk?)")
+        sha = hashlib.sha256(blob).hexdigest()
+        if sha != cfg["state_sha256"]:
+            raise CorruptFileError(f"{f} is corrupt: its sha256 {sha[:16]}... differs from {cfg['state_sha256'][:16]}... "
+                                   "recorded in config.json (a flipped bit or an edited file); do not use it")
+    try: state = torch.load(io.BytesIO(blob), map_location=map_location, weights_only=True)
     except Exception as e:
         raise CorruptFileError(f"cannot load {f} with torch.load(weights_only=True): {type(e).__name__}: {e}") from e
     if not isinstance(state, dict) or state.get("step") != cfg["step"]:
@@ -291,7 +367,7 @@ def _check_same(path, what: str, saved: dict, obj, key: str):
 
 def load_checkpoint(path: str | os.PathLike, model: nn.Module | None = None, objective: Objective | None = None,
                     map_location="cpu") -> dict:
-    "Read a checkpoint (`weights_only=True`); load its weights into `model` / `objective` after checking their configs."
+    "Read a checkpoint (verified, `weights_only=True`); load its weights into `model` / `objective` after checking their configs."
     cfg = read_checkpoint_config(path)
     if model is not None: _check_same(path, "model", cfg["model"], model, "kind")
     if objective is not None: _check_same(path, "objective", cfg["objective"], objective, "name")
@@ -327,6 +403,30 @@ def _set_rng_state(gen: torch.Generator, s: dict):
     if "cuda" in s and torch.cuda.is_available():
         for i, st in enumerate(s["cuda"][:torch.cuda.device_count()]): torch.cuda.set_rng_state(st, i)
 
+def _saved_tensors(self: Trainer) -> list[tuple[str, torch.Tensor]]:
+    "Every floating-point tensor a checkpoint would hold, with a qualified name (optimizer state named by parameter)."
+    out, names = [], {}
+    for prefix, m in (("model", self.model), ("objective", self.objective)):
+        out += [(f"{prefix}.{k}", v) for k, v in m.state_dict(keep_vars=True).items()]
+        for k, p in m.named_parameters(): names.setdefault(id(p), f"{prefix}.{k}")
+    for oname, opt in [("optimizer", self.optimizer), *((f"aux_optimizers.{n}", o) for n, o in self.aux_optimizers.items())]:
+        for p, st in opt.state.items():
+            out += [(f"{oname}[{names.get(id(p), '?')}].{k}", v) for k, v in st.items() if isinstance(v, torch.Tensor)]
+    return [(k, v.detach()) for k, v in out if v.is_floating_point() or v.is_complex()]
+
+def _check_finite_state(self: Trainer) -> None:
+    "Raise `NonFiniteLossError` naming the first non-finite weight / optimizer tensor and the last good checkpoint."
+    named = _saved_tensors(self)
+    if not named: return
+    ok = torch.stack([torch.isfinite(t).all() for _, t in named]).cpu()    # one host sync
+    if bool(ok.all()): return
+    name, t = named[int((~ok).nonzero()[0])]
+    kinds = "/".join(k for k, m in (("nan", t.isnan()), ("inf", t.isinf())) if bool(m.any()))
+    good = (f"the last good checkpoint is step {self._last_good[0]} in {self._last_good[1]} (left untouched)"
+            if self._last_good else "no good checkpoint was written by this trainer")
+    raise NonFiniteLossError(f"{name} holds {kinds} values at step {self.step}: not saving a diverged model; "
+                             f"{good}. Try a lower lr or grad_clip, or check the objective.")
+
 @torch.no_grad()
 def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) -> Path:
     default = path is None
@@ -335,6 +435,7 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
         path = self.out_dir / "checkpoint"
     path = Path(path)
     pending = self._pending() if self._rows else torch.zeros(0, len(self.keys or []))
+    _check_finite_state(self)
     n = 1 + len(self.keys or [])
     state = dict(step=self.step, model=self.model.state_dict(), objective=self.objective.state_dict(),
                  optimizer=self.optimizer.state_dict(),
@@ -346,15 +447,13 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
                objective=_json_config(self.objective, "objective", "name"),
                train=self.config.to_dict(), torch_version=torch.__version__,
                disentbook_version=disentbook.__version__)
-    with _atomic_dir(path) as tmp:
-        torch.save(state, tmp / "state.pt")
-        core.write_json(cfg, tmp / "config.json")
-    if keep and self.out_dir is not None:
-        with _atomic_dir(self.out_dir / f"step_{self.step:07d}") as tmp:
-            for f in ("state.pt", "config.json"): shutil.copy2(path / f, tmp / f)
+    buf = io.BytesIO(); torch.save(state, buf); blob = buf.getvalue()
+    write_checkpoint(path, blob, cfg)
+    if keep and self.out_dir is not None: write_checkpoint(self.out_dir / f"step_{self.step:07d}", blob, cfg)
     if self.out_dir is not None:
         with core.atomic_path(self.out_dir / "history.csv") as tmp: self.history.to_csv(tmp, index=False)
     if default: self._saved_step = self.step
+    self._last_good = (self.step, path)
     return path
 
 def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
@@ -368,6 +467,7 @@ def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
     self.step, self.keys, self._layout = s["step"], (s["keys"] or None), None
     self._rows = list(s["pending"].to(self.device).unbind(0))
     self._history = s["history"].tolist()
+    self._last_good = (self.step, Path(path))
     return self
 
 # %% ../nbs/04_train.ipynb #6795b2f2

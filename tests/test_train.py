@@ -1,5 +1,5 @@
 "Tests of disentbook.train: exact resume, the NaN guard, config checks, gradient separation of auxiliary nets."
-import json, os, sys
+import hashlib, json, os, re, sys
 from pathlib import Path
 
 import pandas as pd
@@ -156,6 +156,22 @@ def test_no_per_step_host_sync(monkeypatch):
 
 
 # ---------------------------------------------------------------- configs
+@pytest.mark.parametrize("kw, msg", [(dict(lr=-1.0), "lr=-1.0 (expected a finite number > 0)"),
+                                     (dict(lr=0), "lr=0"), (dict(lr=float("nan")), "lr=nan"), (dict(lr=float("inf")), "lr=inf"),
+                                     (dict(steps=0), "steps=0 (expected an integer >= 1)"), (dict(steps=2.5), "steps=2.5"),
+                                     (dict(steps=-3), "steps=-3"), (dict(steps="10"), "steps='10'"),
+                                     (dict(batch_size=0), "batch_size=0"), (dict(batch_size=8.5), "batch_size=8.5"),
+                                     (dict(batch_size=True), "batch_size=True"), (dict(seed=-1), "seed=-1"),
+                                     (dict(eps=0.0), "eps=0.0"), (dict(betas=(0.9,)), "betas")])
+def test_train_config_rejects_bad_values(kw, msg):
+    "Fails before for lr <= 0, non-finite lr, steps 0 / 2.5, float batch sizes: one-line InputError naming the value."
+    with pytest.raises(InputError) as e: TrainConfig(**kw)
+    assert msg in str(e.value) and "\n" not in str(e.value)
+
+def test_train_config_accepts_whole_floats():
+    c = TrainConfig(steps=1e4, batch_size=64.0, lr=1)
+    assert (c.steps, c.batch_size, c.lr) == (10_000, 64, 1.0) and type(c.steps) is int
+
 def test_unknown_config_key():
     with pytest.raises(InputError, match=r"unknown TrainConfig key\(s\) \['lr_rate'\]"):
         Trainer(TinyVAE(), ELBO(), TensorSampler(IMAGES), dict(lr_rate=1.0))
@@ -200,15 +216,19 @@ def test_checkpoint_layout_and_weights_only(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["checkpoint", "history.csv", "step_0000004", "step_0000008",
                                              "step_0000012"]
     ck = tmp_path / "checkpoint"
-    assert sorted(os.listdir(ck)) == ["config.json", "state.pt"]
     c = json.loads((ck / "config.json").read_text())
+    assert sorted(os.listdir(ck)) == ["config.json", c["state_file"]], "exactly the committed state file"
     assert c["step"] == 12 and c["model"] == t.model.config and c["objective"] == t.objective.config
-    assert c["train"] == t.config.to_dict() and c["torch_version"] == torch.__version__ and c["format_version"] == 1
-    state = torch.load(ck / "state.pt", weights_only=True)
+    assert c["train"] == t.config.to_dict() and c["torch_version"] == torch.__version__ and c["format_version"] == 2
+    blob = (ck / c["state_file"]).read_bytes()
+    assert c["state_bytes"] == len(blob) and c["state_sha256"] == hashlib.sha256(blob).hexdigest()
+    assert c["state_file"] == f"state-0000012-{c['state_sha256'][:12]}.pt"
+    state = torch.load(ck / c["state_file"], weights_only=True)
     assert {"model", "objective", "optimizer", "aux_optimizers", "rng", "history", "pending", "keys"} <= set(state)
     hist = pd.read_csv(tmp_path / "history.csv")
     assert hist.step.tolist() == [4, 8, 12] and list(hist.columns) == ["step", "loss", "rec", "kl", "tc", "disc/loss"]
     assert read_checkpoint_config(tmp_path / "step_0000008")["step"] == 8
+    assert len(os.listdir(tmp_path / "step_0000008")) == 2
     m = load_model(ck, builder=build, device="cpu")
     assert same(params(m), params(t.model)) and not m.training
 
@@ -216,14 +236,48 @@ def test_missing_and_corrupt_checkpoints(tmp_path):
     with pytest.raises(CheckpointNotFoundError, match="no checkpoint at"): load_checkpoint(tmp_path / "none")
     trainer(ELBO(), steps=2, out_dir=tmp_path).fit()
     ck = tmp_path / "checkpoint"
-    (ck / "state.pt").write_bytes(b"not a zip file")
-    with pytest.raises(CorruptFileError, match="weights_only=True"): load_checkpoint(ck)
-    class Evil:                                # a pickle that would run code when fully unpickled
-        def __reduce__(self): return (os.system, ("echo pwned",))
-    torch.save({"step": 2, "evil": Evil()}, ck / "state.pt")
-    with pytest.raises(CorruptFileError, match="weights_only"): load_checkpoint(ck, TinyVAE())
+    cfg = read_checkpoint_config(ck); f = ck / cfg["state_file"]
+    good = f.read_bytes()
+    f.write_bytes(b"not a zip file")
+    with pytest.raises(CorruptFileError, match=f"{f.name} is truncated"): load_checkpoint(ck)
     (ck / "config.json").write_text("{trunc")
     with pytest.raises(CorruptFileError, match="not valid JSON"): load_checkpoint(ck)
+
+def test_bit_flip_and_truncation_are_named_errors(tmp_path):
+    "Fails before format 2: a flipped bit in a weight loaded silently."
+    trainer(ELBO(), steps=2, out_dir=tmp_path).fit()
+    ck = tmp_path / "checkpoint"; f = ck / read_checkpoint_config(ck)["state_file"]
+    good = f.read_bytes()
+    for pos in (len(good) // 3, len(good) - 700):                       # inside the stored tensors
+        raw = bytearray(good); raw[pos] ^= 0x01; f.write_bytes(bytes(raw))
+        with pytest.raises(CorruptFileError, match=rf"{re.escape(str(f))} is corrupt: its sha256"): load_model(ck, build)
+    f.write_bytes(good[:len(good) // 2])
+    with pytest.raises(CorruptFileError, match="is truncated"): Trainer.resume(ck, TensorSampler(IMAGES), builder=build)
+    f.write_bytes(good)
+    c = json.loads((ck / "config.json").read_text()); c["train"]["lr"] = 1.0
+    (ck / "config.json").write_text(json.dumps(c))
+    with pytest.raises(CorruptFileError, match="config.json is corrupt or was edited"): read_checkpoint_config(ck)
+
+def test_format_1_checkpoints_still_load(tmp_path):
+    "A directory written by earlier versions (config.json format 1 + state.pt) loads; an evil pickle in it is refused."
+    t = trainer(ELBO(), steps=3, out_dir=tmp_path).fit()
+    ck = tmp_path / "checkpoint"; cfg = read_checkpoint_config(ck)
+    old = tmp_path / "old"; old.mkdir()
+    (ck / cfg["state_file"]).rename(old / "state.pt")
+    v1 = {k: v for k, v in cfg.items() if k not in ("state_file", "state_bytes", "state_sha256", "config_sha256")}
+    (old / "config.json").write_text(json.dumps(dict(v1, format_version=1)))
+    assert same(params(load_model(old, build)), params(t.model))
+    r = Trainer.resume(old, TensorSampler(IMAGES), builder=build, steps=5)
+    r.fit(); r.save(old)                                                 # the next save writes format 2
+    assert read_checkpoint_config(old)["format_version"] == 2 and "state.pt" not in os.listdir(old)
+    bad = tmp_path / "evil"; bad.mkdir()
+    class Evil:                                # a pickle that would run code when fully unpickled
+        def __reduce__(self): return (os.system, ("echo pwned",))
+    torch.save({"step": 3, "evil": Evil()}, bad / "state.pt")
+    (bad / "config.json").write_text(json.dumps(dict(v1, format_version=1)))
+    with pytest.raises(CorruptFileError, match="weights_only"): load_checkpoint(bad, TinyVAE())
+    (bad / "config.json").write_text(json.dumps(dict(v1, format_version=7)))
+    with pytest.raises(CorruptFileError, match="format_version 1 or 2, found 7"): load_checkpoint(bad)
 
 def test_interrupted_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
     t = trainer(ELBO(), steps=4)
@@ -233,6 +287,119 @@ def test_interrupted_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "save", boom)
     with pytest.raises(OSError, match="disk full"): t.save(tmp_path / "ck")
     assert read_checkpoint_config(ck)["step"] == 2 and os.listdir(tmp_path) == ["ck"]
+
+
+class Killed(BaseException): "Stands for a kill -9 at a file-system call."
+
+@pytest.mark.parametrize("call", ["replace", "fsync"])
+def test_crash_at_every_file_system_call_leaves_a_complete_checkpoint(tmp_path, monkeypatch, call):
+    "Stop a save at its k-th os.replace / os.fsync, for every k: the folder always holds the old or the new checkpoint."
+    import disentbook.train as T
+    t = trainer(ELBO(), steps=8, out_dir=tmp_path); t.fit(4)
+    real = getattr(os, call); k, outcomes = 0, []
+    while True:
+        k += 1; n = [0]
+        def dying(*a, _k=k, **kw):
+            n[0] += 1
+            if n[0] == _k: raise Killed()
+            return real(*a, **kw)
+        t.train_step()                                                    # (fit would save at its end)
+        monkeypatch.setattr(os, call, dying)
+        try: t.save(); done = True
+        except Killed: done = False
+        finally: monkeypatch.setattr(os, call, real)
+        c = read_checkpoint_config(tmp_path / "checkpoint")
+        load_checkpoint(tmp_path / "checkpoint", TinyVAE(), ELBO())         # complete and verified
+        assert c["step"] in (t.step - 1, t.step) or (k == 1 and c["step"] == 4), (k, c["step"], t.step)
+        outcomes.append(c["step"] == t.step)
+        if done: break
+        t.save()                                                          # commit this step before the next round
+    assert k >= 3 and outcomes[-1] and not outcomes[0], outcomes         # the first call keeps the old one
+
+
+def test_stale_parts_cleaned_on_next_start(tmp_path):
+    t = trainer(ELBO(), steps=2, out_dir=tmp_path).fit()
+    ck = tmp_path / "checkpoint"; keep = sorted(os.listdir(ck))
+    dead = ck / ".state-0000003-aaaaaaaaaaaa.pt.999999999.abcd.part"; dead.write_bytes(b"x")
+    orphan = ck / "state-0000003-aaaaaaaaaaaa.pt"; orphan.write_bytes(b"y")     # renamed, never committed
+    oldstyle = tmp_path / ".checkpoint.k2j3h4.part"; oldstyle.mkdir(); (oldstyle / "state.pt").write_bytes(b"z")
+    live = ck / f".config.json.{os.getpid()}.abcd.part"; live.write_bytes(b"w")   # a live writer's file stays
+    trainer(ELBO(), out_dir=tmp_path)
+    assert sorted(os.listdir(ck)) == sorted(keep + [live.name]) and not oldstyle.exists()
+
+
+def test_files_follow_the_umask(tmp_path):
+    "Fails before: tempfile's 0600 survived the rename."
+    old = os.umask(0o022)
+    try: trainer(ELBO(), steps=2, out_dir=tmp_path).fit()
+    finally: os.umask(old)
+    ck = tmp_path / "checkpoint"
+    for f in [tmp_path / "history.csv", *ck.iterdir()]: assert f.stat().st_mode & 0o777 == 0o644, f
+
+
+# ---------------------------------------------------------------- non-finite weights are never saved
+class NaNGradAt9(ELBO):
+    "Finite terms at every step; step 9's gradient is NaN (d sqrt(u)/du = inf at u = 0, times 0)."
+    def forward(self, model, batch, step):
+        out = super().forward(model, batch, step)
+        if step == 9: out["loss"] = out["loss"] + torch.sqrt(0 * model.enc[1].weight.sum())
+        return out
+
+def test_nan_weights_never_replace_a_good_checkpoint(tmp_path):
+    "Fails before: only the logged terms were checked, and the step-10 checkpoint held NaN weights."
+    t = trainer(NaNGradAt9(), steps=20, log_every=5, ckpt_every=5, out_dir=tmp_path)
+    with pytest.raises(NonFiniteLossError, match=r"model\.enc\.1\.weight holds nan values at step 10.*"
+                                                 r"last good checkpoint is step 5"):
+        t.fit()
+    ck = tmp_path / "checkpoint"
+    assert read_checkpoint_config(ck)["step"] == 5 and len(os.listdir(ck)) == 2
+    m = load_model(ck, build)
+    assert all(torch.isfinite(p).all() for p in m.parameters())
+
+@pytest.mark.parametrize("where, name", [("optimizer", r"optimizer\[model\.dec\.2\.bias\]\.exp_avg_sq"),
+                                         ("aux", r"aux_optimizers\.disc\[objective\.aux_nets\.disc\.2\.weight\]\.exp_avg"),
+                                         ("aux_net", r"objective\.aux_nets\.disc\.0\.bias")])
+def test_non_finite_optimizer_state_or_aux_net_is_not_saved(tmp_path, where, name):
+    t = trainer(Factor(), steps=4, out_dir=tmp_path).fit()
+    good = read_checkpoint_config(tmp_path / "checkpoint")["step"]
+    t.train_step(); t.train_step()
+    if where == "optimizer": t.optimizer.state[t.model.dec[2].bias]["exp_avg_sq"][0] = float("inf")
+    elif where == "aux": t.aux_optimizers["disc"].state[t.objective.aux_nets["disc"][2].weight]["exp_avg"][0, 0] = float("nan")
+    else: t.objective.aux_nets["disc"][0].bias.data[1] = float("nan")
+    with pytest.raises(NonFiniteLossError, match=name + rf".*last good checkpoint is step {good}"): t.save()
+    assert read_checkpoint_config(tmp_path / "checkpoint")["step"] == good
+
+
+# ---------------------------------------------------------------- the first batch is validated
+@pytest.mark.parametrize("x, hint", [(IMAGES * 255, "x / 255"), (IMAGES * 2 - 1, r"\(x \+ 1\) / 2"),
+                                     (IMAGES[:, 0], r"x\[:, None\]"), (IMAGES.permute(0, 2, 3, 1).expand(-1, 8, 8, 3), "permute"),
+                                     (IMAGES.long(), "uint8 or floating point")])
+def test_first_batch_wrong_images(x, hint):
+    "Fails before: 0-255 and [-1, 1] floats trained silently."
+    t = Trainer(TinyVAE(), ELBO(), TensorSampler(x), cfg())
+    with pytest.raises(InputError, match=r"first batch of TensorSampler, entry 'x'.*" + hint): t.fit()
+    assert t.step == 0
+
+def test_first_batch_uint8_is_fine_and_checked_once(monkeypatch):
+    calls = []
+    real = core.check_images
+    monkeypatch.setattr(core, "check_images", lambda x, **k: calls.append(k["name"]) or real(x, **k))
+    t = Trainer(TinyVAE(), ELBO(), TensorSampler(IMAGES), cfg(steps=5)).fit()
+    assert len(calls) == 1 and t.step == 5
+
+
+# ---------------------------------------------------------------- seeding
+def test_seed_first_gives_identical_runs():
+    "Seed, then build the model, then train: the same seed twice gives bit-identical weights and losses on CPU."
+    def run(seed):
+        core.seed_everything(seed)
+        model, objective = TinyVAE(), Factor()
+        return Trainer(model, objective, TensorSampler(IMAGES), cfg(seed=seed)).fit()
+    a, b, c = run(3), run(3), run(4)
+    pd.testing.assert_frame_equal(a.history, b.history, check_exact=True)
+    assert same(params(a.model), params(b.model)) and same(params(a.objective), params(b.objective))
+    assert not same(params(a.model), params(c.model))
+    with pytest.raises(InputError, match="integer >= 0"): core.seed_everything(1.5)
 
 
 # ---------------------------------------------------------------- gradient separation (FactorVAE-like)
