@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from disentbook.core import DataNotFoundError, InputError, make_generator
+from disentbook.data.digits import EMBEDDED_SOURCE, embedded_digits
 from disentbook.data.grassy import (SKIMAGE_GRASS_SOURCE, grass_images, grass_patches, make_grassy_mnist, random_crops, skimage_grass, superimpose)
 from disentbook.data.celeba import celeba_glasses_hats
 from disentbook.data.affectnet import load_affectnet
@@ -41,7 +42,7 @@ def test_grassy_mnist_sizes_balance_and_equations():
     nl = make_grassy_mnist("nonlinear", per_digit=12, n_background=50, digits="embedded", grass="skimage", seed=3, threshold=0.5)
     assert lin.target.images.shape == (120, 1, 28, 28) and lin.background.images.shape == (50, 1, 28, 28)
     assert torch.bincount(lin.target.labels).tolist() == [12] * 10 and (lin.background.labels == 0).all()
-    assert SKIMAGE_GRASS_SOURCE in lin.background.source and "not MNIST" in lin.target.source
+    assert SKIMAGE_GRASS_SOURCE in lin.background.source and EMBEDDED_SOURCE in lin.target.source
     yb = lin.background.images[lin.info["pair_index"]]
     dark = yb.float() / 255 <= 0.5
     assert (nl.target.images[dark] == 0).all()
@@ -50,6 +51,21 @@ def test_grassy_mnist_sizes_balance_and_equations():
     again = make_grassy_mnist("linear", per_digit=12, n_background=50, digits="embedded", grass="skimage", seed=3)
     assert torch.equal(again.target.images, lin.target.images)
     with pytest.raises(InputError, match="'linear' or 'nonlinear'"): make_grassy_mnist("cubic")
+
+
+def test_grassy_mnist_uses_the_real_embedded_digits():
+    "Every linear target pixel is round((grass + digit) / 2) with an embedded MNIST digit of the target's label."
+    lin = make_grassy_mnist("linear", per_digit=5, n_background=20, digits="embedded", grass="skimage", seed=1)
+    yb = lin.background.images[lin.info["pair_index"]][:, 0].numpy().astype(np.int16)
+    t = 2 * lin.target.images[:, 0].numpy().astype(np.int16) - yb                   # the digit, up to rounding (+-1)
+    x10k, y10k = embedded_digits()
+    for ti, lab in zip(t, lin.target.labels.tolist()):
+        same = x10k[y10k == lab].astype(np.int16)
+        err = np.abs(same - ti.clip(0, 255)).reshape(len(same), -1).max(1)
+        assert err.min() <= 1, f"no embedded {lab} within 1 grey level (closest: {err.min()})"
+    with pytest.raises(InputError, match="need 714 images of every class"):     # the train split has 713 fives
+        make_grassy_mnist(per_digit=714, n_background=10, digits="embedded", grass="skimage")
+    assert len(make_grassy_mnist(per_digit=713, n_background=10, digits="embedded", grass="skimage").target) == 7130
 
 
 def test_grass_source_choice(tmp_path):

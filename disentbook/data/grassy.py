@@ -121,8 +121,7 @@ def make_grassy_mnist(kind: str = "linear", per_digit: int = 4986, n_background:
     if per_digit < 1 or n_background < 1: raise InputError(f"per_digit and n_background must be >= 1, got {per_digit}, {n_background}")
     g = make_generator(seed)
     bg = grass_patches(n_background, grass, seed=seed + 7, root=root, channels=channels)
-    n_src = None if digits == "mnist" or (digits == "auto" and _mnist(root)) else int(per_digit * 13 + 200)
-    dg = load_digits(digits, split, seed=seed, n=n_src, root=root)
+    dg = load_digits(digits, split, root=root)
     keep = _pick_per_class(dg.labels, per_digit, g, f"digits ({dg.source})")
     keep = keep[torch.randperm(len(keep), generator=g)]
     t = dg.images[keep].float() / 255
@@ -135,7 +134,3 @@ def make_grassy_mnist(kind: str = "linear", per_digit: int = 4986, n_background:
     return ContrastiveData(target, bg, name, dict(kind=kind, rho=rho, threshold=None if kind == "linear" else threshold,
                                                   per_digit=per_digit, n_background=n_background, split=split, seed=seed,
                                                   digits=dg.source, grass=bg.source, pair_index=pair))
-
-def _mnist(root) -> bool:
-    from disentbook.data.digits import mnist_present
-    return mnist_present(root)
