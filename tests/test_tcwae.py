@@ -10,7 +10,8 @@ from disentbook.core import InputError, make_generator
 from disentbook.nets import VAE
 from disentbook.objectives.base import OBJECTIVES, make_objective
 from disentbook.train import Trainer, TrainConfig
-from disentbook.objectives.tcwae import (IMQ_SCALES, BetaTCVAE, FactorVAE, TCWAEGAN, TCWAEMWS, WAEMMD, check_imq_mmd, check_mws_log_qz, check_permute_dims, density_ratio_tc, discriminator_loss, elbo_surgery_discrete, gaussian_log_density, gaussian_tc, imq_kernel, kl_decomposition, mmd_imq, mss_log_densities, mss_log_weights, mws_log_densities, mws_log_qz, pairwise_log_density, permute_dims, reconstruction_cost)
+from disentbook.objectives.density_ratio import DensityRatio, density_ratio_loss, log_ratio
+from disentbook.objectives.tcwae import (IMQ_SCALES, BetaTCVAE, FactorVAE, TCWAEGAN, TCWAEMWS, WAEMMD, check_imq_mmd, check_mws_log_qz, check_permute_dims, elbo_surgery_discrete, gaussian_log_density, gaussian_tc, imq_kernel, kl_decomposition, mmd_imq, mss_log_densities, mss_log_weights, mws_log_densities, mws_log_qz, pairwise_log_density, permute_dims, reconstruction_cost)
 
 F64 = torch.float64
 
@@ -174,17 +175,27 @@ def test_permute_dims_properties():
 
 
 def test_density_ratio_with_optimal_discriminator():
-    "With the exact log ratio as logits, Eq. 11 is the TC (MC over samples); the CE loss is ln 2 at logits 0."
+    "With the exact log ratio as the logit, Eq. 11 is the TC (MC over samples); the logistic loss is ln 2 at logit 0."
     g = make_generator(7)
     cov = torch.tensor([[1.0, 0.7], [0.7, 1.0]], dtype=F64)
     mvn = torch.distributions.MultivariateNormal(torch.zeros(2, dtype=F64), cov)
     z = mvn.sample((100_000,))
-    log_ratio = mvn.log_prob(z) - gaussian_log_density(z, 0.0, torch.zeros_like(z)).sum(1)
-    logits = torch.stack([log_ratio, torch.zeros_like(log_ratio)], 1)
-    assert density_ratio_tc(logits).item() == pytest.approx(gaussian_tc(cov).item(), abs=0.02)
-    zero = torch.zeros(10, 2)
-    assert discriminator_loss(zero, zero).item() == pytest.approx(math.log(2))
-    with pytest.raises(InputError): density_ratio_tc(torch.zeros(4, 3))
+    exact = lambda t: mvn.log_prob(t) - gaussian_log_density(t, 0.0, torch.zeros_like(t)).sum(1)
+    assert log_ratio(exact, z).mean().item() == pytest.approx(gaussian_tc(cov).item(), abs=0.02)
+    zero = lambda t: torch.zeros(len(t))
+    assert density_ratio_loss(zero, torch.zeros(10, 2), torch.zeros(10, 2)).item() == pytest.approx(math.log(2))
+    with pytest.raises(InputError, match="expects 2 input features"): DensityRatio(2, 8, 1)(torch.zeros(4, 3))
+
+
+def test_one_logit_equals_the_papers_two_logits():
+    "The paper's 2-logit softmax CE (class 0 = q) with logits (a, b) is the 1-logit BCE with logit a - b (label 1 = q)."
+    g = make_generator(3)
+    a, b, a2, b2 = (rand(g, 50) for _ in range(4))
+    two = 0.5 * (torch.nn.functional.cross_entropy(torch.stack([a, b], 1), torch.zeros(50, dtype=torch.long))
+                 + torch.nn.functional.cross_entropy(torch.stack([a2, b2], 1), torch.ones(50, dtype=torch.long)))
+    one = density_ratio_loss(lambda t: t, a - b, a2 - b2)
+    assert one.item() == pytest.approx(two.item(), abs=1e-12)
+    assert torch.allclose(log_ratio(lambda t: t, a - b), torch.log_softmax(torch.stack([a, b], 1), 1) @ torch.tensor([1.0, -1.0], dtype=F64))
 
 
 # --- MMD ------------------------------------------------------------------------------------------------------------
@@ -271,12 +282,13 @@ def test_wae_mmd_terms(net, xb):
     # a deterministic encoder is allowed
     det = VAE(64, 1, latent_dim=4, encoder="deterministic")
     assert torch.isfinite(WAEMMD(lam=10.0)(det, {"x": xb}, 0)["loss"])
-    with pytest.raises(InputError, match="Gaussian encoder"): TCWAEMWS()(det, {"x": xb}, 0)
+    with pytest.raises(InputError, match="Gaussian encoder"): TCWAEMWS(dataset_size=100)(det, {"x": xb}, 0)
+    with pytest.raises(InputError, match="needs dataset_size"): TCWAEMWS()(det, {"x": xb}, 0)
 
 
 def test_registry_and_configs():
     for name in ("beta_tcvae", "factor_vae", "wae_mmd", "tcwae_mws", "tcwae_gan"): assert name in OBJECTIVES
-    objs = [BetaTCVAE(beta=8.0, estimator="mss"), FactorVAE(gamma=100.0, latent_dim=4, disc_hidden=8, disc_depth=1),
+    objs = [BetaTCVAE(beta=8.0, estimator="mss"), BetaTCVAE(beta=8.0, dataset_size=100), FactorVAE(gamma=100.0, latent_dim=4, disc_hidden=8, disc_depth=1),
             WAEMMD(lam=200.0, cost="l1"), TCWAEMWS(beta=50.0, gamma=100.0),
             TCWAEGAN(beta=100.0, gamma=5.0, cost="l2sq", latent_dim=4, disc_hidden=8, disc_depth=1)]
     for o in objs: assert make_objective(**o.config).config == o.config
@@ -286,11 +298,13 @@ def test_registry_and_configs():
 
 
 def test_discriminator_settings_and_table3():
-    f = FactorVAE(gamma=100.0)
+    f = FactorVAE(gamma=100.0, latent_dim=10)
     assert f.aux_optim["disc"] == dict(lr=1e-4, betas=(0.5, 0.9), eps=1e-8)
+    assert isinstance(f.aux_nets["disc"], DensityRatio)
     lin = [m for m in f.aux_nets["disc"].modules() if isinstance(m, torch.nn.Linear)]
-    assert [(m.in_features, m.out_features) for m in lin] == [(10, 1000)] + [(1000, 1000)] * 5 + [(1000, 2)]
-    t = TCWAEGAN(beta=1.0, gamma=1.0, disc_lr=1e-5)
+    assert [(m.in_features, m.out_features) for m in lin] == [(10, 1000)] + [(1000, 1000)] * 5 + [(1000, 1)]
+    assert not any(isinstance(m, torch.nn.LeakyReLU) for m in f.aux_nets["disc"].modules())     # ReLU (Table 3)
+    t = TCWAEGAN(beta=1.0, gamma=1.0, disc_lr=1e-5, latent_dim=10)
     assert sorted(t.aux_nets) == ["dimwise", "tc"] and t.aux_optim["tc"]["lr"] == 1e-5
 
 
@@ -328,7 +342,7 @@ def test_no_gradient_leak_and_opposition(make, xb):
     def state():
         with torch.no_grad():
             torch.manual_seed(3); fake = permute_dims(zc)
-            return discriminator_loss(d(zc), d(fake)).item(), density_ratio_tc(d(zc)).item()
+            return density_ratio_loss(d, zc, fake).item(), log_ratio(d, zc).mean().item()
     before = state()
     for _ in range(30): tr.aux_update(name, {"x": xb}, {"_z": zc}, 0)
     after = state()
@@ -336,8 +350,8 @@ def test_no_gradient_leak_and_opposition(make, xb):
     # ... and a step of the encoder side (gradient of the estimate w.r.t. z, discriminator frozen) lowers it
     z = zc.clone().requires_grad_()
     for p in d.parameters(): p.requires_grad_(False)
-    density_ratio_tc(d(z)).backward()
-    with torch.no_grad(): lowered = density_ratio_tc(d(zc - 0.05 * z.grad / z.grad.norm(dim=1, keepdim=True).clamp_min(1e-12))).item()
+    log_ratio(d, z).mean().backward()
+    with torch.no_grad(): lowered = log_ratio(d, zc - 0.05 * z.grad / z.grad.norm(dim=1, keepdim=True).clamp_min(1e-12)).mean().item()
     assert lowered < after[1]
 
 
@@ -348,7 +362,8 @@ def test_no_gradient_leak_and_opposition(make, xb):
                                      ("tcwae_gan", dict(beta=100.0, gamma=5.0, disc_hidden=32, disc_depth=2))])
 def test_trains_with_trainer(name, kw, xb):
     torch.manual_seed(0)
-    tr = Trainer(VAE(64, 1, 10), make_objective(name, **kw), _Fixed(xb),
+    m = VAE(64, 1, 10)
+    tr = Trainer(m, make_objective(name, model=m, **kw), _Fixed(xb),
                  TrainConfig(steps=2, batch_size=8, lr=4e-4, eps=8e-4, log_every=1, device="cpu", progress=False))
     h = tr.fit().history
     assert len(h) == 2 and np.isfinite(h.drop(columns="step").to_numpy()).all()

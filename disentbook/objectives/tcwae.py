@@ -8,21 +8,20 @@ import math
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from ..core import InputError, make_generator
 from ..checking import Case, CheckResult, check_function
-from ..nets import MLPDiscriminator, bernoulli_nll, l1_cost, l2sq_cost
-from .base import Objective, register_objective
-from .vae import gaussian_kl
+from ..nets import bernoulli_nll, l1_cost, l2sq_cost
+from .base import Param, register_objective
+from .density_ratio import DensityRatio, density_ratio_terms, log_ratio
+from .vae import ELBOObjective, gaussian_kl
 
 # %% auto #0
-__all__ = ['LOG2PI', 'ESTIMATORS', 'IMQ_SCALES', 'COSTS', 'DISC_OPTIM', 'MWS_HINT', 'IMQ_HINT', 'PERMUTE_HINT', 'gaussian_tc',
-           'gaussian_log_density', 'elbo_surgery_discrete', 'pairwise_log_density', 'mws_log_densities',
-           'mss_log_weights', 'mss_log_densities', 'kl_decomposition', 'permute_dims', 'density_ratio_tc',
-           'discriminator_loss', 'imq_kernel', 'mmd_imq', 'reconstruction_cost', 'BetaTCVAE', 'FactorVAE', 'WAEMMD',
-           'TCWAEMWS', 'TCWAEGAN', 'mws_log_qz', 'mws_cases', 'check_mws_log_qz', 'imq_cases', 'check_imq_mmd',
-           'check_permute_dims']
+__all__ = ['LOG2PI', 'ESTIMATORS', 'IMQ_SCALES', 'COSTS', 'DISC_OPTIM', 'TCWAE_PAPER', 'MWS_HINT', 'IMQ_HINT', 'PERMUTE_HINT',
+           'gaussian_tc', 'gaussian_log_density', 'elbo_surgery_discrete', 'pairwise_log_density', 'mws_log_densities',
+           'mss_log_weights', 'mss_log_densities', 'kl_decomposition', 'permute_dims', 'imq_kernel', 'mmd_imq',
+           'reconstruction_cost', 'BetaTCVAE', 'FactorVAE', 'WAEMMD', 'TCWAEMWS', 'TCWAEGAN', 'mws_log_qz', 'mws_cases',
+           'check_mws_log_qz', 'imq_cases', 'check_imq_mmd', 'check_permute_dims']
 
 # %% ../../nbs/40_tcwae.ipynb #818790b2
 LOG2PI = math.log(2 * math.pi)
@@ -117,17 +116,6 @@ def permute_dims(z: torch.Tensor, generator: torch.Generator | None = None) -> t
     keys = torch.rand(z.shape, generator=generator, device=z.device if generator is None else generator.device)
     return z.gather(0, keys.to(z.device).argsort(0))
 
-def density_ratio_tc(logits: torch.Tensor) -> torch.Tensor:
-    "Eq. 11 from a discriminator's two logits `(B, 2)` on samples of q(z): mean of logit_0 - logit_1 = log D/(1-D)."
-    if logits.ndim != 2 or logits.shape[1] != 2: raise InputError(f"logits: expected shape (B, 2), got {tuple(logits.shape)}")
-    return (logits[:, 0] - logits[:, 1]).mean()
-
-def discriminator_loss(logits_real: torch.Tensor, logits_fake: torch.Tensor) -> torch.Tensor:
-    "Cross-entropy of the density-ratio discriminator: class 0 for samples of q, class 1 for the other distribution (mean of both)."
-    zeros = torch.zeros(len(logits_real), dtype=torch.long, device=logits_real.device)
-    ones = torch.ones(len(logits_fake), dtype=torch.long, device=logits_fake.device)
-    return 0.5 * (F.cross_entropy(logits_real, zeros) + F.cross_entropy(logits_fake, ones))
-
 # %% ../../nbs/40_tcwae.ipynb #70601da0
 IMQ_SCALES = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 
@@ -161,126 +149,156 @@ def _weights(name: str, **w) -> dict:
     if bad: raise InputError(f"{name}: weights must be numbers >= 0, got {', '.join(bad)}")
     return {k: float(v) for k, v in w.items()}
 
-def _gaussian_out(model, x, name):
-    out = model(x)
-    if out.get("logvar") is None:
-        raise InputError(f"{name} needs a Gaussian encoder (logvar); the model's encoder is deterministic")
-    return out, out["z"].float(), out["mu"].float(), out["logvar"].float()
-
-def _disc(latent_dim, hidden, depth):
-    return MLPDiscriminator(int(latent_dim), hidden=int(hidden), depth=int(depth), out_dim=2, act="relu")
-
 DISC_OPTIM = dict(lr=1e-4, betas=(0.5, 0.9), eps=1e-8)   # Table 4 (Section 4.1); 1e-5 in Section 4.2
+TCWAE_PAPER = "Gaujac, Feng & Barber, Learning disentangled representations with the Wasserstein autoencoder, ECML PKDD 2021 (arXiv:2010.03459)"
+
+def _w(default, help): return Param("float", default, help, low=0)
+_COST = Param("str", "xent", "reconstruction cost on sigmoid(logits): cross-entropy, l1 or squared l2", choices=tuple(COSTS))
+_EST = Param("str", "mws", "minibatch estimator of log q(z): weighted (Eq. 10) or stratified sampling", choices=ESTIMATORS)
+_DISC = dict(disc_hidden=Param("int", 1000, "discriminator width (Table 3)", low=1),
+             disc_depth=Param("int", 6, "discriminator hidden layers (Table 3)", low=1),
+             disc_lr=Param("float", DISC_OPTIM["lr"], "discriminator Adam learning rate (Table 4)", low=0, low_open=True),
+             disc_betas=Param("floats", list(DISC_OPTIM["betas"]), "discriminator Adam betas (Table 4)", low=0, high=1,
+                              high_open=True, length=2))
+
+class _DiscMixin:
+    "Density-ratio discriminators on codes (ReLU, Table 3), built once the latent size is known (`bind`)."
+    disc_names: tuple = ()
+    def setup(self):
+        h = self.hparams
+        for name in self.disc_names:
+            if name in self.aux_nets: continue
+            self.aux_nets[name] = DensityRatio(h["latent_dim"], h["disc_hidden"], h["disc_depth"], leak=0.0)
+            self.aux_optim[name] = dict(lr=h["disc_lr"], betas=tuple(h["disc_betas"]), eps=DISC_OPTIM["eps"])
+    def _check_codes(self, z):
+        if z.shape[1] != self.hparams["latent_dim"]:
+            raise InputError(f"{self.name} was bound to latent_dim={self.hparams['latent_dim']}, the model's codes have "
+                             f"{z.shape[1]}; build the objective with model=... (make_objective) or bind(model=...)")
 
 @register_objective("beta_tcvae")
-class BetaTCVAE(Objective):
+class BetaTCVAE(ELBOObjective):
     "β-TCVAE (Chen et al. 2018; Eq. 9): rec + alpha·MI + beta·TC + gamma·dwKL, estimated with 'mws' (Eq. 10) or 'mss'."
-    def __init__(self, beta: float = 6.0, alpha: float = 1.0, gamma: float = 1.0, dataset_size: int = 737_280,
+    rec_key, needs = "rec", frozenset({"dataset_size"})
+    params = dict(beta=_w(6.0, "weight of the total correlation"), alpha=_w(1.0, "weight of the index-code MI"),
+                  gamma=_w(1.0, "weight of the dimension-wise KL"), estimator=_EST)
+    paper = "Chen, Li, Grosse & Duvenaud, Isolating sources of disentanglement in VAEs, NeurIPS 2018 (arXiv:1802.04942)"
+
+    def __init__(self, beta: float = 6.0, alpha: float = 1.0, gamma: float = 1.0, dataset_size: int | None = None,
                  estimator: str = "mws"):
         w = _weights("beta_tcvae", beta=beta, alpha=alpha, gamma=gamma)
         if estimator not in ESTIMATORS: raise InputError(f"estimator: expected one of {ESTIMATORS}, got {estimator!r}")
-        _dataset_size(dataset_size, 1, "mws")
-        super().__init__(**w, dataset_size=int(dataset_size), estimator=estimator)
+        if dataset_size is not None: dataset_size = _dataset_size(dataset_size, 1, "mws")
+        super().__init__(**w, dataset_size=dataset_size, estimator=estimator)
         self.beta, self.alpha, self.gamma = w["beta"], w["alpha"], w["gamma"]
-        self.dataset_size, self.estimator = int(dataset_size), estimator
+        self.dataset_size, self.estimator = dataset_size, estimator
 
-    def forward(self, model, batch, step):
-        x = batch["x"]; out, z, mu, logvar = _gaussian_out(model, x, "beta_tcvae")
-        rec = model.nll(out["x_out"].float(), x).mean()
-        t = kl_decomposition(z, mu, logvar, self.dataset_size, self.estimator)
-        kl_dims = gaussian_kl(mu, logvar).mean(0)
-        loss = rec + self.alpha * t["mi"] + self.beta * t["tc"] + self.gamma * t["dwkl"]
-        return dict(loss=loss, rec=rec, mi=t["mi"], tc=t["tc"], dwkl=t["dwkl"], kl=kl_dims.sum(), _kl=kl_dims)
+    def posterior_terms(self, model, out, terms):
+        "alpha·MI + beta·TC + gamma·dwKL of the batch's codes in place of the KL."
+        t = kl_decomposition(out["z"].float(), out["mu"].float(), out["logvar"].float(), self.dataset_size, self.estimator)
+        return self.alpha * t["mi"] + self.beta * t["tc"] + self.gamma * t["dwkl"], t
 
 @register_objective("factor_vae")
-class FactorVAE(Objective):
+class FactorVAE(_DiscMixin, ELBOObjective):
     "FactorVAE (Kim & Mnih 2018): negative ELBO + gamma·TC, the TC by the density-ratio trick with a discriminator."
-    def __init__(self, gamma: float = 35.0, latent_dim: int = 10, disc_hidden: int = 1000, disc_depth: int = 6,
+    rec_key, needs, disc_names = "rec", frozenset({"latent_dim"}), ("disc",)
+    params = dict(gamma=_w(35.0, "weight of the total correlation"), **_DISC)
+    paper = "Kim & Mnih, Disentangling by factorising, ICML 2018 (arXiv:1802.05983)"
+
+    def __init__(self, gamma: float = 35.0, latent_dim: int | None = None, disc_hidden: int = 1000, disc_depth: int = 6,
                  disc_lr: float = DISC_OPTIM["lr"], disc_betas=DISC_OPTIM["betas"]):
         w = _weights("factor_vae", gamma=gamma)
-        super().__init__(**w, latent_dim=int(latent_dim), disc_hidden=int(disc_hidden), disc_depth=int(disc_depth),
-                         disc_lr=float(disc_lr), disc_betas=[float(b) for b in disc_betas])
-        self.gamma = w["gamma"]
-        self.aux_nets["disc"] = _disc(latent_dim, disc_hidden, disc_depth)
-        self.aux_optim["disc"] = dict(lr=float(disc_lr), betas=tuple(float(b) for b in disc_betas), eps=DISC_OPTIM["eps"])
+        super().__init__(**w, latent_dim=None if latent_dim is None else int(latent_dim), disc_hidden=int(disc_hidden),
+                         disc_depth=int(disc_depth), disc_lr=float(disc_lr), disc_betas=[float(b) for b in disc_betas])
+        self.gamma, self.latent_dim = w["gamma"], self.hparams["latent_dim"]
+        if self.latent_dim is not None: self.setup()
 
-    def forward(self, model, batch, step):
-        x = batch["x"]; out, z, mu, logvar = _gaussian_out(model, x, "factor_vae")
-        rec = model.nll(out["x_out"].float(), x).mean()
-        kl_dims = gaussian_kl(mu, logvar).mean(0); kl = kl_dims.sum()
-        tc = density_ratio_tc(self.aux_nets["disc"](z).float())
-        return dict(loss=rec + kl + self.gamma * tc, rec=rec, kl=kl, tc=tc, _z=z, _kl=kl_dims)
+    def regularizer(self, model, batch, out, terms, step):
+        "gamma · the discriminator's TC estimate (mean log-ratio of q(z) to the product of its marginals)."
+        z = out["z"].float(); self._check_codes(z)
+        tc = log_ratio(self.aux_nets["disc"], z).mean()
+        return self.gamma * tc, dict(tc=tc, _z=z)
 
     def aux_loss(self, name, model, batch, out, step):
-        z, d = out["_z"], self.aux_nets[name]
-        real, fake = d(z).float(), d(permute_dims(z)).float()
-        acc = 0.5 * ((real.argmax(1) == 0).float().mean() + (fake.argmax(1) == 1).float().mean())
-        return dict(loss=discriminator_loss(real, fake), acc=acc)
+        z = out["_z"]
+        return density_ratio_terms(self.aux_nets[name], z, permute_dims(z))
 
 @register_objective("wae_mmd")
-class WAEMMD(Objective):
+class WAEMMD(ELBOObjective):
     "WAE-MMD (Tolstikhin et al. 2018; Eq. 7): reconstruction cost + lam·MMD^2 (IMQ mixture, unbiased) between q(z) and N(0, I)."
+    rec_key, gaussian, log_kl = "rec", False, False
+    params = dict(lam=_w(10.0, "weight of the MMD to the prior"), cost=_COST)
+    paper = "Tolstikhin, Bousquet, Gelly & Schoelkopf, Wasserstein auto-encoders, ICLR 2018 (arXiv:1711.01558)"
+
     def __init__(self, lam: float = 10.0, cost: str = "xent"):
         w = _weights("wae_mmd", lam=lam)
         if cost not in COSTS: raise InputError(f"cost: expected one of {', '.join(COSTS)}, got {cost!r}")
         super().__init__(**w, cost=cost)
         self.lam, self.cost = w["lam"], cost
 
-    def forward(self, model, batch, step):
-        x = batch["x"]; out = model(x); z = out["z"].float()
-        rec = reconstruction_cost(out["x_out"], x, self.cost).mean()
-        mmd = mmd_imq(z, torch.randn_like(z))
-        return dict(loss=rec + self.lam * mmd, rec=rec, mmd=mmd)
+    def reconstruction(self, model, out, x): return reconstruction_cost(out["x_out"], x, self.cost)
+    def posterior_terms(self, model, out, terms): return 0.0, {}
+    def regularizer(self, model, batch, out, terms, step):
+        z = out["z"].float(); mmd = mmd_imq(z, torch.randn_like(z))
+        return self.lam * mmd, dict(mmd=mmd)
 
 @register_objective("tcwae_mws")
-class TCWAEMWS(Objective):
+class TCWAEMWS(ELBOObjective):
     "TCWAE-MWS (Eq. 8 with Eq. 10): reconstruction cost + beta·TC + gamma·dwKL; logs the MMD to the prior too."
-    def __init__(self, beta: float = 50.0, gamma: float = 100.0, cost: str = "xent", dataset_size: int = 737_280,
+    rec_key, log_kl, needs = "rec", False, frozenset({"dataset_size"})
+    params = dict(beta=_w(50.0, "weight of the total correlation"), gamma=_w(100.0, "weight of the dimension-wise KL"),
+                  cost=_COST, estimator=_EST)
+    paper = TCWAE_PAPER
+
+    def __init__(self, beta: float = 50.0, gamma: float = 100.0, cost: str = "xent", dataset_size: int | None = None,
                  estimator: str = "mws"):
         w = _weights("tcwae_mws", beta=beta, gamma=gamma)
         if cost not in COSTS: raise InputError(f"cost: expected one of {', '.join(COSTS)}, got {cost!r}")
         if estimator not in ESTIMATORS: raise InputError(f"estimator: expected one of {ESTIMATORS}, got {estimator!r}")
-        _dataset_size(dataset_size, 1, "mws")
-        super().__init__(**w, cost=cost, dataset_size=int(dataset_size), estimator=estimator)
+        if dataset_size is not None: dataset_size = _dataset_size(dataset_size, 1, "mws")
+        super().__init__(**w, cost=cost, dataset_size=dataset_size, estimator=estimator)
         self.beta, self.gamma, self.cost = w["beta"], w["gamma"], cost
-        self.dataset_size, self.estimator = int(dataset_size), estimator
+        self.dataset_size, self.estimator = dataset_size, estimator
 
-    def forward(self, model, batch, step):
-        x = batch["x"]; out, z, mu, logvar = _gaussian_out(model, x, "tcwae_mws")
-        rec = reconstruction_cost(out["x_out"], x, self.cost).mean()
-        t = kl_decomposition(z, mu, logvar, self.dataset_size, self.estimator)
+    def reconstruction(self, model, out, x): return reconstruction_cost(out["x_out"], x, self.cost)
+    def posterior_terms(self, model, out, terms):
+        t = kl_decomposition(out["z"].float(), out["mu"].float(), out["logvar"].float(), self.dataset_size, self.estimator)
+        return self.beta * t["tc"] + self.gamma * t["dwkl"], dict(tc=t["tc"], dwkl=t["dwkl"])
+    def regularizer(self, model, batch, out, terms, step):
+        z = out["z"].float()
         with torch.no_grad(): mmd = mmd_imq(z, torch.randn_like(z))
-        return dict(loss=rec + self.beta * t["tc"] + self.gamma * t["dwkl"], rec=rec, tc=t["tc"], dwkl=t["dwkl"], mmd=mmd)
+        return 0.0, dict(mmd=mmd)
 
 @register_objective("tcwae_gan")
-class TCWAEGAN(Objective):
+class TCWAEGAN(_DiscMixin, ELBOObjective):
     "TCWAE-GAN (Eq. 8 with Eq. 11): cost + beta·TC + gamma·dwKL, each by a density-ratio discriminator ('tc', 'dimwise')."
-    def __init__(self, beta: float = 100.0, gamma: float = 5.0, cost: str = "xent", latent_dim: int = 10,
+    rec_key, gaussian, log_kl, needs, disc_names = "rec", False, False, frozenset({"latent_dim"}), ("tc", "dimwise")
+    params = dict(beta=_w(100.0, "weight of the total correlation"), gamma=_w(5.0, "weight of the dimension-wise KL"),
+                  cost=_COST, **_DISC)
+    paper = TCWAE_PAPER
+
+    def __init__(self, beta: float = 100.0, gamma: float = 5.0, cost: str = "xent", latent_dim: int | None = None,
                  disc_hidden: int = 1000, disc_depth: int = 6, disc_lr: float = DISC_OPTIM["lr"], disc_betas=DISC_OPTIM["betas"]):
         w = _weights("tcwae_gan", beta=beta, gamma=gamma)
         if cost not in COSTS: raise InputError(f"cost: expected one of {', '.join(COSTS)}, got {cost!r}")
-        super().__init__(**w, cost=cost, latent_dim=int(latent_dim), disc_hidden=int(disc_hidden), disc_depth=int(disc_depth),
-                         disc_lr=float(disc_lr), disc_betas=[float(b) for b in disc_betas])
-        self.beta, self.gamma, self.cost = w["beta"], w["gamma"], cost
-        for name in ("tc", "dimwise"):
-            self.aux_nets[name] = _disc(latent_dim, disc_hidden, disc_depth)
-            self.aux_optim[name] = dict(lr=float(disc_lr), betas=tuple(float(b) for b in disc_betas), eps=DISC_OPTIM["eps"])
+        super().__init__(**w, cost=cost, latent_dim=None if latent_dim is None else int(latent_dim), disc_hidden=int(disc_hidden),
+                         disc_depth=int(disc_depth), disc_lr=float(disc_lr), disc_betas=[float(b) for b in disc_betas])
+        self.beta, self.gamma, self.cost, self.latent_dim = w["beta"], w["gamma"], cost, self.hparams["latent_dim"]
+        if self.latent_dim is not None: self.setup()
 
-    def forward(self, model, batch, step):
-        x = batch["x"]; out = model(x); z = out["z"].float()
-        rec = reconstruction_cost(out["x_out"], x, self.cost).mean()
-        tc = density_ratio_tc(self.aux_nets["tc"](z).float())
-        dwkl = density_ratio_tc(self.aux_nets["dimwise"](permute_dims(z)).float())
+    def reconstruction(self, model, out, x): return reconstruction_cost(out["x_out"], x, self.cost)
+    def posterior_terms(self, model, out, terms): return 0.0, {}
+    def regularizer(self, model, batch, out, terms, step):
+        "beta·TC and gamma·dwKL, each the mean log-ratio of one discriminator."
+        z = out["z"].float(); self._check_codes(z)
+        tc = log_ratio(self.aux_nets["tc"], z).mean()
+        dwkl = log_ratio(self.aux_nets["dimwise"], permute_dims(z)).mean()
         with torch.no_grad(): mmd = mmd_imq(z, torch.randn_like(z))
-        return dict(loss=rec + self.beta * tc + self.gamma * dwkl, rec=rec, tc=tc, dwkl=dwkl, mmd=mmd, _z=z)
+        return self.beta * tc + self.gamma * dwkl, dict(tc=tc, dwkl=dwkl, mmd=mmd, _z=z)
 
     def aux_loss(self, name, model, batch, out, step):
-        z, d = out["_z"], self.aux_nets[name]
-        zp = permute_dims(z)
-        real, fake = (d(z), d(zp)) if name == "tc" else (d(zp), d(torch.randn_like(z)))
-        real, fake = real.float(), fake.float()
-        acc = 0.5 * ((real.argmax(1) == 0).float().mean() + (fake.argmax(1) == 1).float().mean())
-        return dict(loss=discriminator_loss(real, fake), acc=acc)
+        z = out["_z"]; zp = permute_dims(z)
+        q, p = (z, zp) if name == "tc" else (zp, torch.randn_like(z))
+        return density_ratio_terms(self.aux_nets[name], q, p)
 
 # %% ../../nbs/40_tcwae.ipynb #7f8d5e7f
 def _randn(g, *shape, dtype=torch.float32, scale=1.0):
