@@ -159,6 +159,16 @@ def test_sap_ignores_one_code_for_two_factors(bits):
     assert modularity(z[:, :1], bits) == pytest.approx(0.0, abs=1e-12)
 
 
+def test_sap_unseen_test_values(bits):
+    "Issue 14: test labels never seen in training made every accuracy 0 and SAP 0; now an InputError says which."
+    bt = bits.copy(); bt[:4, 1] = [5, 5, 9, 9]
+    with pytest.raises(InputError, match=r"factor 1 of factors_test has 2 value\(s\) never seen.*\[5, 9\]"):
+        sap(bits, bits, bits, bt)
+    with pytest.raises(InputError, match="factor 1"): sap_matrix(bits, bits, bits, bt)
+    assert sap(bits, bits, bits, bt, continuous=True) == pytest.approx(1.0)  # the continuous SAP ignores the test split
+    assert sap(bits, bits, bits[:2], bits[:2]) >= 0.0                      # a test split with fewer values is fine
+
+
 def test_sap_noise(noise):
     z, f = noise
     assert sap(z, f, continuous=True) < 0.01
@@ -201,10 +211,27 @@ def test_dci_golden(learner):
     np.testing.assert_allclose(r["importance"], np.eye(2), atol=1e-6)
     zp = affine(g, [1, 0], [-2.0, 0.5], [3.0, 3.0])
     np.testing.assert_allclose(dci(zp, g, zp, g, learner=learner)["importance"], np.eye(2)[::-1], atol=1e-6)
-    # duplicated code: the trees use one of the two copies (seeded), completeness stays 1
+    # a duplicated code shares its factor's importance with its copy (evenly for hgb, by a seeded lottery for gbc)
     r = dci(np.c_[g, g[:, 0]], g, np.c_[g, g[:, 0]], g, learner=learner)
     np.testing.assert_allclose(r["importance"][:, 1], [0.0, 1.0, 0.0], atol=1e-6)
     assert r["importance"][1, 0] < 1e-6 and r["importance"][[0, 2], 0].sum() == pytest.approx(1.0)
+    if learner == "hgb": np.testing.assert_allclose(r["importance"][[0, 2], 0], [0.5, 0.5], atol=1e-6)
+    else: assert r["importance"][[0, 2], 0].min() > 0.2
+
+
+def test_dci_duplicated_codes_golden():
+    "Every factor stored twice (K = 3, L = 6): D = 1 and, split evenly, C = 1 - ln 2 / ln 6 (issue 14: was 1.0)."
+    g = grid_factors([3, 4, 5], repeat=2)
+    z = np.c_[g, g]
+    c_even = 1 - math.log(2) / math.log(6)
+    r = dci(z, g, z, g)                                                  # the default learner
+    assert r["completeness"] == pytest.approx(c_even, abs=1e-6) and r["disentanglement"] == pytest.approx(1.0, abs=1e-6)
+    np.testing.assert_allclose(r["importance"], np.r_[np.eye(3), np.eye(3)] / 2, atol=1e-6)
+    ref = dci(z, g, z, g, learner="gbc")                                 # the reference: a random split of the ties
+    assert ref["completeness"] == pytest.approx(c_even, abs=0.02) and ref["disentanglement"] == pytest.approx(1.0, abs=1e-6)
+    # a monotone (decreasing) copy ties as well
+    r = dci(np.c_[g, 1 - 2.0 * g[:, :1]], g, np.c_[g, 1 - 2.0 * g[:, :1]], g)
+    np.testing.assert_allclose(r["importance"][:, 0], [0.5, 0, 0, 0.5], atol=1e-6)
 
 
 def test_dci_constant_codes_and_noise(noise):
@@ -224,6 +251,18 @@ def test_dci_hgb_close_to_reference():
     b = dci(z[:600], f[:600], z[600:], f[600:], learner="gbc", n_jobs=1)
     for k in ("disentanglement", "completeness", "informativeness_test"):
         assert abs(a[k] - b[k]) <= DCI_TOLERANCE, (k, a[k], b[k])
+
+
+def test_dci_hgb_close_to_reference_on_duplicated_codes():
+    """The same representation with every code duplicated. The reference splits ties by a seeded lottery (its
+    completeness ranged 0.508-0.542 over seeds 0-5 here), so compare with its importances averaged over 3 seeds."""
+    z, f = toy_representation(900, [3, 4, 2], noise=0.2, mixing=0.4, seed=3)
+    z = np.c_[z, z]
+    a = dci(z[:600], f[:600], z[600:], f[600:])
+    R = np.mean([dci(z[:600], f[:600], z[600:], f[600:], learner="gbc", seed=s)["importance"] for s in range(3)], 0)
+    d, c = dci_from_importance(R)
+    assert abs(a["disentanglement"] - d) <= DCI_TOLERANCE and abs(a["completeness"] - c) <= DCI_TOLERANCE, (a, d, c)
+    assert a["completeness"] < 0.6  # not the 0.81 of the codes without copies: the redundancy is visible
 
 
 def test_dci_constant_factor():
@@ -258,6 +297,24 @@ def test_explicitness(bits, noise):
     assert (tr, te) == (1.0, 1.0)
 
 
+@pytest.mark.parametrize("multi_class", ["ovr", "multinomial"])
+def test_explicitness_conventions_golden(grid, bits, multi_class):
+    "Perfect codes: AUC 1 in both conventions (binary factors, and the 3 x 5 grid's factors as codes)."
+    assert explicitness(bits, bits, bits, bits, multi_class=multi_class) == (1.0, 1.0)
+    assert explicitness(grid, grid, grid, grid, multi_class=multi_class) == pytest.approx((1.0, 1.0), abs=1e-12)
+
+
+def test_explicitness_conventions_close():
+    "One-vs-rest (Ridgeway & Mozer) and multinomial (disentanglement_lib under sklearn >= 0.22) differ little."
+    z, f = toy_representation(1500, [3, 6, 10], noise=0.1)
+    ovr = explicitness(z[:1000], f[:1000], z[1000:], f[1000:])
+    mn = explicitness(z[:1000], f[:1000], z[1000:], f[1000:], multi_class="multinomial")
+    assert ovr == explicitness(z[:1000], f[:1000], z[1000:], f[1000:], multi_class="ovr")  # the default
+    assert ovr != mn and abs(ovr[0] - mn[0]) < 0.05 and abs(ovr[1] - mn[1]) < 0.05
+    b = toy_representation(1000, [2, 2], noise=0.8, seed=1)                                # binary: one regression
+    assert explicitness(*b, *b) == pytest.approx(explicitness(*b, *b, multi_class="multinomial"), abs=1e-3)
+
+
 def test_mean_auc_equals_sklearn():
     p, y = np.random.default_rng(6).random((60, 4)), np.random.default_rng(7).integers(0, 4, 60)
     p[:10, 0] = 0.5  # ties
@@ -276,6 +333,20 @@ def test_irs_golden(grid):
         assert irs(np.ones((len(grid), 2)), grid) == 0.0
     z, f = toy_representation(2000, [3, 6, 10], noise=0.05)
     assert irs(z, f) > 0.8 > irs(np.random.default_rng(0).standard_normal(z.shape), f)
+
+
+def test_irs_every_factor_constant(noise):
+    "Issue 14: IRS of all-constant factors returned 0.255 (the noise baseline of the codes)."
+    z, _ = noise
+    with pytest.raises(InputError, match="every factor is constant"): irs(z, np.zeros((len(z), 2), int))
+
+
+def test_irs_constant_factor_left_out(grid, noise):
+    with pytest.warns(MetricWarning, match="constant"):
+        assert irs(grid, np.c_[grid, np.full(len(grid), 3)]) == pytest.approx(1.0, abs=1e-12)
+    z, f = noise
+    with pytest.warns(MetricWarning, match="constant"):
+        assert irs(z, np.c_[f, np.zeros(len(f), int)]) == pytest.approx(irs(z, f), abs=1e-12)
 
 
 def test_irs_quantile_by_hand():
@@ -307,6 +378,9 @@ def test_irs_quantile_by_hand():
     (lambda g: dci(g, g, g[:5], g), "mismatched"),
     (lambda g: dci(g, np.zeros_like(g), g, g), "every factor is constant"),
     (lambda g: explicitness(g, g + 0.5, g, g), "integer labels"),
+    (lambda g: explicitness(g, g, g, g, multi_class="auto"), "multi_class"),
+    (lambda g: irs(g, np.zeros_like(g)), "every factor is constant"),
+    (lambda g: sap(g, g, g, g + 1), "never seen"),
     (lambda g: irs(g, g, diff_quantile=0.0), "diff_quantile"),
     (lambda g: irs(g, g, diff_quantile=1.5), "diff_quantile"),
     (lambda g: modularity(g, g[:-2]), "mismatched"),

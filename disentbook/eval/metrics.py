@@ -11,9 +11,9 @@ import numpy as np
 from ..core import InputError, as_codes, as_factors, check_lengths
 
 # %% auto #0
-__all__ = ['NUM_BINS', 'DEFAULT_SIZES', 'DCI_TOLERANCE', 'MetricWarning', 'grid_factors', 'toy_representation', 'discretize',
-           'entropy', 'mutual_info', 'mig_from_mi', 'mig', 'sap_matrix', 'sap', 'dci_from_importance', 'dci',
-           'modularity_from_mi', 'modularity', 'explicitness', 'irs']
+__all__ = ['NUM_BINS', 'DEFAULT_SIZES', 'DCI_TOLERANCE', 'EXPLICITNESS_CONVENTIONS', 'MetricWarning', 'grid_factors',
+           'toy_representation', 'discretize', 'entropy', 'mutual_info', 'mig_from_mi', 'mig', 'sap_matrix', 'sap',
+           'dci_from_importance', 'dci', 'modularity_from_mi', 'modularity', 'explicitness', 'irs']
 
 # %% ../../nbs/20_metrics.ipynb #37bc1ef7
 class MetricWarning(UserWarning):
@@ -167,11 +167,22 @@ def _split(codes, factors, codes_test, factors_test, metric: str, need_test: boo
                          f"test has {zt.shape[1]} codes and {vt.shape[1]} factors")
     return z, v, zt, vt
 
+def _check_seen(v: np.ndarray, vt: np.ndarray, factors: np.ndarray, metric: str):
+    "InputError when a test column of the given `factors` holds values absent from the same training column."
+    for k in factors:
+        unseen = np.setdiff1d(vt[:, k], v[:, k])
+        if len(unseen):
+            shown = unseen[:10].tolist() + (["..."] if len(unseen) > 10 else [])
+            raise InputError(f"{metric}: factor {k} of factors_test has {len(unseen)} value(s) never seen in the "
+                             f"training factors: {shown}; a classifier cannot predict them (split the samples so "
+                             "that every test value occurs in training)")
+
 def sap_matrix(codes, factors, codes_test=None, factors_test=None, continuous: bool = False,
                n_jobs: int | None = None) -> np.ndarray:
     """SAP score matrix (L, K). continuous: squared correlation of code and factor on the training split (test
     unused); discrete: test accuracy of LinearSVC(C=0.01, class_weight='balanced') fit on one code. Inactive codes
-    (variance <= 1e-12) and constant factors score 0."""
+    (variance <= 1e-12) and constant factors score 0. Discrete: InputError if a test factor value never occurs in
+    training (it could never be predicted)."""
     z, v, zt, vt = _split(codes, factors, codes_test, factors_test, "sap", need_test=not continuous)
     act, var_v = _active(z), v.var(0)
     S = np.zeros((z.shape[1], v.shape[1]))
@@ -182,6 +193,7 @@ def sap_matrix(codes, factors, codes_test=None, factors_test=None, continuous: b
             S = cov ** 2 / (zc.var(0, ddof=1)[:, None] * vc.var(0, ddof=1)[None, :])
         S[~act] = 0.0; S[:, var_v == 0] = 0.0
         return S
+    _check_seen(v, vt, np.flatnonzero(var_v > 0), "sap")
     pairs = [(i, k) for i in np.flatnonzero(act) for k in np.flatnonzero(var_v > 0)]
     acc = _parallel(_svc_accuracy, [(z[:, i], v[:, k], zt[:, i], vt[:, k]) for i, k in pairs], n_jobs)
     for (i, k), a in zip(pairs, acc): S[i, k] = a
@@ -191,7 +203,7 @@ def sap(codes, factors, codes_test=None, factors_test=None, continuous: bool = F
         n_jobs: int | None = None) -> float:
     """Separated Attribute Predictability (Kumar et al. 2018): mean over factors of the gap between the two best
     codes of `sap_matrix` (disentanglement_lib: 10,000 train / 5,000 test). Constant factors are left out
-    (MetricWarning); InputError if all are."""
+    (MetricWarning); InputError if all are, or (discrete) if a test factor value never occurs in training."""
     S = sap_matrix(codes, factors, codes_test, factors_test, continuous, n_jobs)
     return _mean_over_factors(_top_two_gap(S, "SAP"), as_factors(factors).var(0) == 0, "SAP")
 
@@ -225,16 +237,29 @@ def dci_from_importance(importance) -> tuple[float, float]:
 # %% ../../nbs/20_metrics.ipynb #075912e4
 DCI_TOLERANCE = 0.03  # |HGB - GBC reference| bound on D, C and informativeness, measured on representative inputs
 
+def _node_ranges(node: np.ndarray, sample: np.ndarray, x: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    "(min, max) (n_nodes, L) of the rows `sample` of x per `node` index (one sort); nodes without rows: (inf, -inf)."
+    lo, hi = np.full((n_nodes, x.shape[1]), np.inf), np.full((n_nodes, x.shape[1]), -np.inf)
+    order = np.argsort(node.astype(np.int16) if n_nodes < 2 ** 15 else node, kind="stable")  # int16: radix sort
+    ids = node[order]
+    starts = np.r_[0, np.flatnonzero(ids[1:] != ids[:-1]) + 1]
+    xs = x[sample[order]]
+    lo[ids[starts]], hi[ids[starts]] = np.minimum.reduceat(xs, starts, 0), np.maximum.reduceat(xs, starts, 0)
+    return lo, hi
+
 def _hgb_importance(model, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """GBC-style impurity importances of a fitted HistGradientBoostingClassifier, normalised to 1: the boosting is
     replayed on the training data and every split is credited with the decrease of the squared error of the
     residuals y - p it was fit to (sum_child S^2/n - S^2/n per node), exactly what GradientBoostingClassifier's
-    `feature_importances_` sums. The replayed raw predictions are checked against the model's own."""
+    `feature_importances_` sums. A split's credit is shared equally by every code that cuts its node into the same
+    two sets (duplicated or monotone codes, ties), as the reference's random feature order shares it in
+    expectation. The replayed raw predictions are checked against the model's own."""
     n, C = len(x), model.n_trees_per_iteration_
     yi = np.searchsorted(model.classes_, y)
     target = (yi[:, None] == np.arange(C)) if C > 1 else (yi == 1)[:, None]
     raw = np.repeat(np.asarray(model._baseline_prediction, dtype=np.float64).reshape(1, C), n, 0)
     imp = np.zeros(x.shape[1])
+    sample = np.tile(np.arange(n), C)                                         # rows of node.T.ravel()
     for trees in model._predictors:  # the C trees of one boosting iteration, routed together
         if C > 1:
             e = np.exp(raw - raw.max(1, keepdims=True)); resid = target - e / e.sum(1, keepdims=True)
@@ -249,6 +274,7 @@ def _hgb_importance(model, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         node = np.broadcast_to(off, (n, C)).copy()                             # flat node index of each (sample, tree)
         tot = np.zeros(C * M); cnt = np.zeros(C * M)
         tot[off], cnt[off] = resid.sum(0), n
+        depth = 0
         while True:
             moved = ~leaf[node]
             if not moved.any(): break
@@ -256,13 +282,20 @@ def _hgb_importance(model, x: np.ndarray, y: np.ndarray) -> np.ndarray:
             node = np.where(moved, np.where(go_left, left[node], right[node]), node)
             tot += np.bincount(node[moved], weights=resid[moved], minlength=C * M)
             cnt += np.bincount(node[moved], minlength=C * M)
+            depth += 1
         raw += pad("value", 0.0)[node]
         split = np.flatnonzero(~leaf)
         if len(split) == 0: continue
         with np.errstate(divide="ignore", invalid="ignore"):
             sq = np.where(cnt > 0, tot ** 2 / cnt, 0.0)
-        dec = sq[left[split]] + sq[right[split]] - sq[split]
-        imp += np.bincount(feat[split], weights=np.maximum(dec, 0.0), minlength=x.shape[1])
+        l, r = left[split], right[split]
+        dec = np.maximum(sq[l] + sq[r] - sq[split], 0.0)
+        lo, hi = _node_ranges(node.T.ravel(), sample, x, C * M)              # code ranges of the leaves ...
+        for _ in range(depth):                                                 # ... up to every split node
+            lo[split], hi[split] = np.minimum(lo[l], lo[r]), np.maximum(hi[l], hi[r])
+        tied = (hi[l] < lo[r]) | (hi[r] < lo[l])                               # (splits, L): same two sets
+        tied[np.arange(len(split)), feat[split]] = True
+        imp += (tied * (dec / tied.sum(1))[:, None]).sum(0)
     if not np.allclose(raw, np.asarray(model._raw_predict(x)).reshape(n, C), atol=1e-6):
         raise RuntimeError("dci: replaying the HistGradientBoostingClassifier trees did not reproduce its predictions "
                            "(scikit-learn internals changed?); use learner='gbc'")
@@ -288,11 +321,15 @@ def _fit_dci_factor(x_tr, y_tr, x_te, y_te, learner: str, seed: int):
 def dci(codes_train, factors_train, codes_test, factors_test, learner: str = "hgb", seed: int = 0,
         n_jobs: int | None = None) -> dict:
     """DCI (Eastwood & Williams 2018) with gradient-boosted trees, one classifier per factor (disentanglement_lib:
-    10,000 train / 5,000 test). learner 'hgb' (default, fast, within DCI_TOLERANCE of the reference) or 'gbc'
-    (sklearn GradientBoostingClassifier, the reference). n_jobs: factors fit in parallel threads (default: all
-    cores; each 'hgb' fit is single-threaded). Returns disentanglement, completeness,
-    informativeness_train / _test (mean accuracy) and the (L, K) `importance` matrix. Constant factors are left
-    out (zero importance column, not in the informativeness mean; MetricWarning)."""
+    10,000 train / 5,000 test). `learner`: 'hgb' (the default) fits HistGradientBoostingClassifier with the
+    reference's hyperparameters and takes the reference's impurity importances, each split's credit shared equally
+    among all codes that split its node the same way (duplicated or monotone codes), as the reference's random
+    feature order does in expectation: within DCI_TOLERANCE of the reference on the measured inputs, redundant
+    codes included, 4-15x faster. 'gbc' is the reference itself (sklearn GradientBoostingClassifier, as
+    disentanglement_lib), seeded. n_jobs: factors fit in parallel threads (default: all cores; each 'hgb' fit is
+    single-threaded). Returns disentanglement, completeness, informativeness_train / _test (mean accuracy) and the
+    (L, K) `importance` matrix. Constant factors are left out (zero importance column, not in the informativeness
+    mean; MetricWarning)."""
     if learner not in ("hgb", "gbc"): raise InputError(f"learner: expected 'hgb' or 'gbc', got {learner!r}")
     z, v, zt, vt = _split(codes_train, factors_train, codes_test, factors_test, "dci")
     const = v.var(0) == 0
@@ -342,17 +379,28 @@ def _mean_auc(y: np.ndarray, proba: np.ndarray, classes: np.ndarray) -> float:
     auc = ((ranks * pos).sum(0)[ok] - n_pos[ok] * (n_pos[ok] + 1) / 2) / (n_pos[ok] * n_neg[ok])
     return float(auc.mean())
 
-def _explicit_factor(x_tr, y_tr, x_te, y_te, C: float):
+EXPLICITNESS_CONVENTIONS = ("ovr", "multinomial")
+
+def _explicit_factor(x_tr, y_tr, x_te, y_te, C: float, multi_class: str = "ovr"):
     from sklearn.linear_model import LogisticRegression
-    from sklearn.multiclass import OneVsRestClassifier
-    clf = OneVsRestClassifier(LogisticRegression(C=C, max_iter=1000)).fit(x_tr, y_tr)
+    clf = LogisticRegression(C=C, max_iter=1000)  # lbfgs: multinomial for more than two classes
+    if multi_class == "ovr":
+        from sklearn.multiclass import OneVsRestClassifier
+        clf = OneVsRestClassifier(clf)
+    clf.fit(x_tr, y_tr)
     return (_mean_auc(y_tr, clf.predict_proba(x_tr), clf.classes_), _mean_auc(y_te, clf.predict_proba(x_te), clf.classes_))
 
 def explicitness(codes_train, factors_train, codes_test, factors_test, C: float = 1.0,
-                 n_jobs: int | None = None) -> tuple[float, float]:
-    """(train, test) explicitness (Ridgeway & Mozer 2018): per factor a one-vs-rest logistic regression (C=1) on
+                 n_jobs: int | None = None, multi_class: str = "ovr") -> tuple[float, float]:
+    """(train, test) explicitness (Ridgeway & Mozer 2018): per factor an L2 logistic regression (C=1, lbfgs) on
     the train-standardised codes, mean ROC AUC over classes, averaged over factors (disentanglement_lib: 10,000
-    train / 5,000 test). Constant factors are left out (MetricWarning)."""
+    train / 5,000 test). multi_class='ovr' (default): one binary regression per class, Ridgeway & Mozer's
+    one-vs-rest AUCs and disentanglement_lib's `LogisticRegression()` under the scikit-learn of its time
+    (< 0.22, default multi_class='ovr'); 'multinomial': one softmax regression, what the same
+    disentanglement_lib code computes under scikit-learn >= 0.22. Identical for binary factors. Constant factors
+    are left out (MetricWarning)."""
+    if multi_class not in EXPLICITNESS_CONVENTIONS:
+        raise InputError(f"multi_class: expected one of {EXPLICITNESS_CONVENTIONS}, got {multi_class!r}")
     z, v, zt, vt = _split(codes_train, factors_train, codes_test, factors_test, "explicitness")
     mu, sd = z.mean(0), z.std(0)
     sd = np.where(sd > 0, sd, 1.0)
@@ -360,7 +408,7 @@ def explicitness(codes_train, factors_train, codes_test, factors_test, C: float 
     const = v.var(0) == 0
     if const.all(): raise InputError("explicitness: every factor is constant, there is nothing to measure")
     ks = np.flatnonzero(~const)
-    res = np.array(_parallel(_explicit_factor, [(z, v[:, k], zt, vt[:, k], C) for k in ks], n_jobs))
+    res = np.array(_parallel(_explicit_factor, [(z, v[:, k], zt, vt[:, k], C, multi_class) for k in ks], n_jobs))
     if np.isnan(res[:, 1]).all(): raise InputError("explicitness: no test factor has two classes; the test split is too small")
     if const.any(): _mean_over_factors(np.zeros(len(const)), const, "explicitness")  # the warning
     return float(res[:, 0].mean()), float(np.nanmean(res[:, 1]))
@@ -370,11 +418,15 @@ def irs(codes, factors, diff_quantile: float = 0.99, num_bins: int = NUM_BINS) -
     """Interventional robustness score (Suter et al. 2019), disentanglement_lib's scalable version (10,000
     samples, drawn in batches of 16): factors in `num_bins` equal-width bins, constant codes dropped, per factor
     value the `diff_quantile` of |z - E[z | factor value]|, over the code's max deviation; max over factors per
-    code, average weighted by the max deviations. All codes constant: 0 (MetricWarning)."""
+    code, average weighted by the max deviations. All codes constant: 0 (MetricWarning). Constant factors are left
+    out (MetricWarning); InputError if all are."""
     if not (isinstance(diff_quantile, (float, int)) and 0 < diff_quantile <= 1):
         raise InputError(f"diff_quantile: expected a number in (0, 1], got {diff_quantile!r}")
     z, v = as_codes(codes), as_factors(factors)
     check_lengths(codes=z, factors=v)
+    const = v.var(0) == 0
+    _mean_over_factors(np.zeros(len(const)), const, "irs")  # InputError if every factor is constant, else the warning
+    v = v[:, ~const]
     vb = discretize(v, num_bins)
     z = z[:, z.var(0) > 0]
     if z.shape[1] == 0:
