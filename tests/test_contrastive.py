@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from disentbook.objectives.contrastive import (ContrastiveVAE, DensityRatioDiscriminator, check_dirac_surrogate, check_lemma2_w2, check_ot_danskin_grad, contrastive_terms, density_ratio_loss, dirac_surrogate, ot_plan, permute_pairs, sq_cost_matrix, symmetric_kl_adversarial, w2_gaussian_dirac, w2_loss)
+from disentbook.objectives.density_ratio import DensityRatio, density_ratio_loss
+from disentbook.objectives.contrastive import (ContrastiveVAE, check_dirac_surrogate, check_lemma2_w2, check_ot_danskin_grad, contrastive_terms, dirac_surrogate, ot_plan, permute_pairs, sq_cost_matrix, symmetric_kl_adversarial, w2_gaussian_dirac, w2_loss)
 from disentbook.core import InputError, make_generator
 from disentbook.data.base import LabelledImages
 from disentbook.data.samplers import TargetBackgroundSampler
@@ -105,7 +106,7 @@ def test_lvae_ignores_q_s_given_y_and_eq7_does_not():
 
 @pytest.mark.parametrize("name,kw", [("contrastive_vae", {}), ("contrastive_w2_dirac", dict(dirac_weight=3.0)),
                                      ("contrastive_w2", dict(lambda_z=2.0)), ("cvae", dict(disc_hidden=8, **SMALL)),
-                                     ("srb_vae_contrastive", dict(disc_hidden=8, **SMALL))])
+                                     ("srb_vae_contrastive", dict(disc_hidden=8, image_numel=784, **SMALL))])
 def test_objective_loss_is_its_formula(name, kw):
     m = ContrastiveVAE(hidden=32, **SMALL); obj = make_objective(name, **kw); b = _sampler().sample(6, make_generator(2))
     o = obj(m, b, 0)
@@ -117,13 +118,22 @@ def test_objective_loss_is_its_formula(name, kw):
 
 def test_density_ratio_estimates_known_kl():
     torch.manual_seed(0)
-    d = DensityRatioDiscriminator(1, hidden=32); opt = torch.optim.Adam(d.parameters(), lr=3e-3)
+    d = DensityRatio(1, hidden=32, depth=2); opt = torch.optim.Adam(d.parameters(), lr=3e-3)
     for _ in range(300):
         opt.zero_grad(); density_ratio_loss(d, (torch.randn(256, 1),), (torch.randn(256, 1) + 1.0,)).backward(); opt.step()
     with torch.no_grad(): est = symmetric_kl_adversarial(d, (torch.randn(20000, 1),), (torch.randn(20000, 1) + 1.0,))
     # KL(N(0,1) || N(1,1)) = KL(N(1,1) || N(0,1)) = 1/2
     assert est["kl_qp"].item() == pytest.approx(0.5, abs=0.1) and est["kl_pq"].item() == pytest.approx(0.5, abs=0.1)
     assert est["symmetric"].item() == pytest.approx(est["kl_qp"].item() + est["kl_pq"].item())
+
+
+def test_needs_are_bound_from_the_model():
+    m = ContrastiveVAE(hidden=16, **SMALL)
+    with pytest.raises(InputError, match="needs latent_split"): make_objective("cvae")(m, _sampler().sample(6, make_generator(0)), 0)
+    srb = make_objective("srb_vae_contrastive", model=m, disc_hidden=8)
+    assert {k: srb.hparams[k] for k in ("z_dim", "s_dim", "image_numel")} == dict(z_dim=3, s_dim=2, image_numel=784)
+    assert srb.aux_nets["d_target"].in_features == 784 + 5 and srb.aux_nets["d_background"].in_features == 784 + 3
+    with pytest.raises(InputError, match="built with z_dim=4, but the model has z_dim=3"): make_objective("cvae", z_dim=4, s_dim=2, model=m)
 
 
 def test_permute_pairs_keeps_marginals():
@@ -134,8 +144,9 @@ def test_permute_pairs_keeps_marginals():
 
 @pytest.mark.parametrize("name", ["cvae", "srb_vae_contrastive"])
 def test_discriminators_oppose_the_encoder_and_nothing_leaks(name):
-    obj = make_objective(name, disc_hidden=8, **SMALL)
-    tr = Trainer(ContrastiveVAE(hidden=16, **SMALL), obj, _sampler(), dict(steps=1, batch_size=6, lr=1e-3, device="cpu", progress=False))
+    m = ContrastiveVAE(hidden=16, **SMALL)
+    obj = make_objective(name, model=m, disc_hidden=8)
+    tr = Trainer(m, obj, _sampler(), dict(steps=1, batch_size=6, lr=1e-3, device="cpu", progress=False))
     b = tr.sampler.sample(6, tr.generator)
     out = tr.main_update(b, 0)
     assert all(p.grad is None for p in obj.aux_nets.parameters()), "main update leaked into the discriminators"

@@ -9,19 +9,19 @@ from typing import Callable
 import numpy as np
 import torch
 from torch import nn
-import torch.nn.functional as F
 
 from ..core import InputError, make_generator
 from ..checking import Case, CheckResult, check_function
-from ..nets import MODELS, VAE, ConvEncoder, MLPDiscriminator, reparameterize
-from .base import Objective, register_objective
+from ..nets import MODELS, VAE, ConvEncoder, reparameterize
+from .base import Objective, Param, register_objective
+from .density_ratio import DensityRatio, density_ratio_loss, log_ratio
 from .vae import gaussian_kl
 
 # %% auto #0
-__all__ = ['OT_SOLVERS', 'LEMMA2_HINT', 'DIRAC_HINT', 'OT_HINT', 'ContrastiveVAE', 'contrastive_terms', 'w2_gaussian_dirac',
-           'dirac_surrogate', 'sq_cost_matrix', 'ot_plan', 'w2_loss', 'DensityRatioDiscriminator', 'density_ratio_loss',
-           'symmetric_kl_adversarial', 'permute_pairs', 'ContrastiveVAELoss', 'ContrastiveDirac', 'ContrastiveW2',
-           'CVAE', 'SRbVAEContrastive', 'check_lemma2_w2', 'check_dirac_surrogate', 'check_ot_danskin_grad']
+__all__ = ['OT_SOLVERS', 'OURS', 'LEMMA2_HINT', 'DIRAC_HINT', 'OT_HINT', 'ContrastiveVAE', 'contrastive_terms',
+           'w2_gaussian_dirac', 'dirac_surrogate', 'sq_cost_matrix', 'ot_plan', 'w2_loss', 'symmetric_kl_adversarial',
+           'permute_pairs', 'ContrastiveVAELoss', 'ContrastiveDirac', 'ContrastiveW2', 'CVAE', 'SRbVAEContrastive',
+           'check_lemma2_w2', 'check_dirac_surrogate', 'check_ot_danskin_grad']
 
 # %% ../../nbs/50_contrastive.ipynb #ebb31d1b
 @MODELS.register("contrastive_vae")
@@ -121,27 +121,9 @@ def w2_loss(z_t: torch.Tensor, z_b: torch.Tensor, solver: str = "emd", return_pl
     return (loss, plan) if return_plan else loss
 
 # %% ../../nbs/50_contrastive.ipynb #7fe49e1f
-class DensityRatioDiscriminator(nn.Module):
-    "MLP giving one logit T(x, code) ≈ log q/p: inputs are flattened images and/or codes (either may be absent)."
-    def __init__(self, in_dim: int, hidden: int = 256, depth: int = 2, dropout: float = 0.0):
-        super().__init__()
-        if in_dim < 1 or depth < 1: raise InputError(f"in_dim and depth must be >= 1, got {in_dim}, {depth}")
-        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.net = MLPDiscriminator(in_dim, hidden=hidden, depth=depth, out_dim=1, act="leaky_relu")   # nets' MLP, one logit
-        self.in_dim = in_dim
-    def forward(self, *parts) -> torch.Tensor:
-        h = torch.cat([p.flatten(1).float() for p in parts if p is not None], 1)
-        if h.shape[1] != self.in_dim: raise InputError(f"discriminator expects {self.in_dim} input features, got {h.shape[1]}")
-        return self.net(self.dropout(h)).squeeze(1)
-
-def density_ratio_loss(disc: nn.Module, q_inputs: tuple, p_inputs: tuple) -> torch.Tensor:
-    "Logistic loss of `disc`: label 1 for samples of q (numerator), 0 for p; at the optimum the logit is log q/p."
-    lq, lp = disc(*q_inputs), disc(*p_inputs)
-    return F.binary_cross_entropy_with_logits(lq, torch.ones_like(lq)) + F.binary_cross_entropy_with_logits(lp, torch.zeros_like(lp))
-
 def symmetric_kl_adversarial(disc: nn.Module, q_inputs: tuple, p_inputs: tuple) -> dict:
     "Estimates from the logit T ≈ log q/p: kl_qp = E_q[T] (KL(q||p)), kl_pq = -E_p[T] (KL(p||q)); sum = symmetric KL."
-    kl_qp, kl_pq = disc(*q_inputs).mean(), -disc(*p_inputs).mean()
+    kl_qp, kl_pq = log_ratio(disc, *q_inputs).mean(), -log_ratio(disc, *p_inputs).mean()
     return dict(kl_qp=kl_qp, kl_pq=kl_pq, symmetric=kl_qp + kl_pq)
 
 def permute_pairs(z: torch.Tensor, s: torch.Tensor, generator: torch.Generator | None = None) -> tuple:
@@ -150,8 +132,17 @@ def permute_pairs(z: torch.Tensor, s: torch.Tensor, generator: torch.Generator |
     return z, s[perm]
 
 # %% ../../nbs/50_contrastive.ipynb #e3d7d3a2
+OURS = "Towards principled objectives for contrastive disentanglement, ICLR 2020 submission (OpenReview)"
+_COMMON = dict(beta=Param("float", 2.0, "weight of the KL terms of L_VAE (Eq. 3)", low=0),
+               monitor_w2=Param("bool", True, "log the exact W2 between the target's and background's common codes"),
+               solver=Param("str", "emd", "exact OT solver", choices=OT_SOLVERS))
+_DIRAC = dict(dirac_weight=Param("float", 1.0, "weight of the W2 to the Dirac prior of s on background images (Eq. 7)", low=0))
+_DISC = dict(disc_hidden=Param("int", 256, "discriminator width", low=1), disc_depth=Param("int", 2, "discriminator hidden layers", low=1),
+             disc_lr=Param("float", 1e-3, "discriminator Adam learning rate", low=0, low_open=True))
+
 class _Contrastive(Objective):
     "Shared terms: L_VAE (Eq. 3) on batch keys x (target) and y (background), plus the monitored dirac and w2."
+    sampler, model_kind, params, paper = "target_background", "contrastive_vae", _COMMON, OURS
     def __init__(self, beta: float = 2.0, monitor_w2: bool = True, solver: str = "emd", **more):
         for k, val in dict(beta=beta, **{k: v for k, v in more.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}).items():
             if not val >= 0: raise InputError(f"{type(self).__name__}: {k} must be >= 0, got {val}")
@@ -176,6 +167,7 @@ class _Contrastive(Objective):
 @register_objective("contrastive_vae")
 class ContrastiveVAELoss(_Contrastive):
     "Eq. 3: the contrastive VAE bound shared by cVAE and sRb-VAE (no term on q(s|y))."
+    paper = "Abid & Zou, Contrastive variational autoencoder enhances salient features, 2019 (arXiv:1902.04601); Eq. 3 of " + OURS
     def forward(self, model, batch, step):
         t = self.terms(model, batch)
         return self.logged(t, t["l_vae"])
@@ -183,6 +175,7 @@ class ContrastiveVAELoss(_Contrastive):
 @register_objective("contrastive_w2_dirac")
 class ContrastiveDirac(_Contrastive):
     "Ours, Eq. 7: L_VAE + dirac_weight * E||mu_s(y)||^2 + ||sigma_s(y)||^2 (Lemma 2's W2 to the Dirac prior)."
+    params = dict(_COMMON, **_DIRAC)
     def __init__(self, beta: float = 2.0, dirac_weight: float = 1.0, monitor_w2: bool = True, solver: str = "emd"):
         super().__init__(beta, monitor_w2, solver, dirac_weight=float(dirac_weight)); self.dirac_weight = float(dirac_weight)
     def forward(self, model, batch, step):
@@ -192,6 +185,8 @@ class ContrastiveDirac(_Contrastive):
 @register_objective("contrastive_w2")
 class ContrastiveW2(_Contrastive):
     "Ours, Eq. 8: Eq. 7 + lambda_z * exact W2^2 between the batch's common codes z_x and z_y (Danskin gradients)."
+    params = dict(_COMMON, **_DIRAC, lambda_z=Param("float", 1.0, "weight of the exact W2 between common codes (Eq. 8)", low=0),
+                  w2_on=Param("str", "sample", "W2 on sampled codes or on encoder means", choices=("sample", "mean")))
     def __init__(self, beta: float = 2.0, dirac_weight: float = 1.0, lambda_z: float = 1.0, solver: str = "emd",
                  w2_on: str = "sample", monitor_w2: bool = True):
         if w2_on not in ("sample", "mean"): raise InputError(f"w2_on: expected 'sample' or 'mean', got {w2_on!r}")
@@ -207,16 +202,28 @@ class ContrastiveW2(_Contrastive):
 @register_objective("cvae")
 class CVAE(_Contrastive):
     "cVAE, Eq. 4: L_VAE + tc_weight * TC(z_x, s_x) estimated by a discriminator (aux net 'tc', trained against it)."
+    needs = frozenset({"latent_split"})
+    params = dict(_COMMON, tc_weight=Param("float", 1.0, "weight of the discriminator's TC of (z, s) on targets", low=0), **_DISC)
+    paper = "Abid & Zou, Contrastive variational autoencoder enhances salient features, 2019 (arXiv:1902.04601)"
+
     def __init__(self, beta: float = 2.0, tc_weight: float = 1.0, disc_hidden: int = 256, disc_depth: int = 2,
-                 disc_lr: float = 1e-3, z_dim: int = 16, s_dim: int = 8, monitor_w2: bool = True, solver: str = "emd"):
+                 disc_lr: float = 1e-3, z_dim: int | None = None, s_dim: int | None = None, monitor_w2: bool = True,
+                 solver: str = "emd"):
         super().__init__(beta, monitor_w2, solver, tc_weight=float(tc_weight), disc_hidden=disc_hidden, disc_depth=disc_depth,
                          disc_lr=float(disc_lr), z_dim=z_dim, s_dim=s_dim)
         self.tc_weight = float(tc_weight)
-        self.aux_nets["tc"] = DensityRatioDiscriminator(z_dim + s_dim, disc_hidden, disc_depth)
-        self.aux_optim["tc"] = dict(lr=float(disc_lr), betas=(0.5, 0.9))
+        if z_dim is not None and s_dim is not None: self.setup()
+
+    def setup(self):
+        "The TC discriminator on (z, s), once the latent split is known."
+        h = self.hparams
+        if "tc" in self.aux_nets: return
+        self.aux_nets["tc"] = DensityRatio(h["z_dim"] + h["s_dim"], h["disc_hidden"], h["disc_depth"])
+        self.aux_optim["tc"] = dict(lr=h["disc_lr"], betas=(0.5, 0.9))
+
     def forward(self, model, batch, step):
         t = self.terms(model, batch)
-        tc = self.aux_nets["tc"](t["z_x"], t["s_x"]).mean()
+        tc = log_ratio(self.aux_nets["tc"], t["z_x"], t["s_x"]).mean()
         return self.logged(t, t["l_vae"] + self.tc_weight * tc, tc=tc, _z=t["z_x"], _s=t["s_x"])
     def aux_loss(self, name, model, batch, out, step):
         z, s = out["_z"], out["_s"]
@@ -225,16 +232,29 @@ class CVAE(_Contrastive):
 @register_objective("srb_vae_contrastive")
 class SRbVAEContrastive(_Contrastive):
     "sRb-VAE, Eq. 5: L_VAE + KL(p||q) by density-ratio discriminators on (x, z, s) / (y, z), + latent reconstruction."
+    needs = frozenset({"latent_split", "image_shape"})
+    params = dict(_COMMON, sym_weight=Param("float", 1.0, "weight of the adversarial KL(p||q)", low=0),
+                  latent_rec_weight=Param("float", 1.0, "weight of the latent reconstruction of generated images", low=0),
+                  **_DISC, disc_dropout=Param("float", 0.0, "dropout on the discriminators' last layer inputs", low=0, high=1, high_open=True))
+    paper = ("Ruiz, Martinez, Binefa & Verbeek, Learning disentangled representations with reference-based variational "
+             "autoencoders, 2019 (arXiv:1901.08534)")
+
     def __init__(self, beta: float = 2.0, sym_weight: float = 1.0, latent_rec_weight: float = 1.0, disc_hidden: int = 256,
-                 disc_depth: int = 2, disc_lr: float = 1e-3, disc_dropout: float = 0.0, z_dim: int = 16, s_dim: int = 8,
-                 image_numel: int = 784, monitor_w2: bool = True, solver: str = "emd"):
+                 disc_depth: int = 2, disc_lr: float = 1e-3, disc_dropout: float = 0.0, z_dim: int | None = None,
+                 s_dim: int | None = None, image_numel: int | None = None, monitor_w2: bool = True, solver: str = "emd"):
         super().__init__(beta, monitor_w2, solver, sym_weight=float(sym_weight), latent_rec_weight=float(latent_rec_weight),
                          disc_hidden=disc_hidden, disc_depth=disc_depth, disc_lr=float(disc_lr), disc_dropout=float(disc_dropout),
                          z_dim=z_dim, s_dim=s_dim, image_numel=image_numel)
         self.sym_weight, self.latent_rec_weight = float(sym_weight), float(latent_rec_weight)
-        self.aux_nets["d_target"] = DensityRatioDiscriminator(image_numel + z_dim + s_dim, disc_hidden, disc_depth, disc_dropout)
-        self.aux_nets["d_background"] = DensityRatioDiscriminator(image_numel + z_dim, disc_hidden, disc_depth, disc_dropout)
-        for k in self.aux_nets: self.aux_optim[k] = dict(lr=float(disc_lr), betas=(0.5, 0.9))
+        if None not in (z_dim, s_dim, image_numel): self.setup()
+
+    def setup(self):
+        "The target discriminator on (x, z, s) and the background one on (y, z), once the sizes are known."
+        h = self.hparams
+        if self.aux_nets: return
+        self.aux_nets["d_target"] = DensityRatio(h["image_numel"] + h["z_dim"] + h["s_dim"], h["disc_hidden"], h["disc_depth"], h["disc_dropout"])
+        self.aux_nets["d_background"] = DensityRatio(h["image_numel"] + h["z_dim"], h["disc_hidden"], h["disc_depth"], h["disc_dropout"])
+        for k in self.aux_nets: self.aux_optim[k] = dict(lr=h["disc_lr"], betas=(0.5, 0.9))
 
     def forward(self, model, batch, step):
         t = self.terms(model, batch)
