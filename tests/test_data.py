@@ -214,3 +214,52 @@ def test_registry_entries_are_real_hashes():
     with pytest.raises(InputError, match="known:"): DATASETS["nope"]
     df = registry.list_datasets()
     assert {"name", "present", "size_mb"} <= set(df.columns)
+
+
+# ---- issue 14 / 12: lazy full dSprites, unwritable cache folder, verify texts ------------------------
+
+def test_full_dsprites_sampler_is_lazy_on_cpu(monkeypatch):
+    "Fails before: SingleSampler(DSprites()) rendered all 737,280 images (4 GB peak) before the first batch."
+    def refuse(self, chunk=8192): raise AssertionError("materialised the whole set")
+    monkeypatch.setattr(DSprites, "_materialize", refuse)
+    s = SingleSampler(DSprites("procedural"), device="cpu")
+    b = s.sample(8, make_generator(0))
+    assert s.data._images is None and b["x"].shape == (8, 1, 64, 64)
+    assert torch.equal(b["x"] * 255, s.data.sample_observations_from_factors(b["factors"]).float())
+    small = DSprites("procedural").subset(shape=[0], orientation=[0], posY=[0, 1])      # 384 images: materialised
+    monkeypatch.undo()
+    assert SingleSampler(small, device="cpu").data._images is not None
+    assert SingleSampler(DSprites("procedural").subset(shape=[0], orientation=[0]), device="cpu", materialize=False).data._images is None
+
+
+@pytest.mark.parametrize("how", ["file", "chmod"])
+def test_unwritable_cache_folder_warns_before_rendering(tmp_path, monkeypatch, how):
+    "Fails before: the render ran to the end, then save_bit_images raised (PermissionError / NotADirectoryError)."
+    if how == "file":
+        root = tmp_path / "data"; root.write_text("a file where the data folder should be")
+    else:
+        if os.geteuid() == 0: pytest.skip("root can write into a read-only folder")
+        root = tmp_path / "ro"; root.mkdir(); root.chmod(0o555)
+    monkeypatch.setenv("DISENTBOOK_DATA", str(root))
+    seen = []
+    real = DSprites._render
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        monkeypatch.setattr(DSprites, "_render", lambda self, f: seen.append(len(w)) or real(self, f))
+        im = DSprites("procedural", cache=True).subset(shape=[0], scale=[0], orientation=[0, 1]).images
+    assert im.shape == (2048, 1, 64, 64) and seen and min(seen) >= 1, "warned before the first render"
+    msg = str(w[0].message)
+    assert "cannot write to" in msg and str(root) in msg and "DISENTBOOK_DATA" in msg
+
+
+def test_verify_report_texts(datadir):
+    "Fails before (no verify_report; the CLI's text suggested `data prepare`, which downloads)."
+    r = registry.verify_report("dsprites")
+    assert r.usable and not r.complete and "procedurally" in r.text and data.DSPRITES_FILE in r.text
+    m = registry.verify_report("mnist")
+    assert not m.usable and not m.complete and str(datadir / "MNIST" / "raw") in m.text
+    for rep in (r, m, registry.verify_report("celeba"), registry.verify_report("imagenet_grass")):
+        assert "prepare" not in rep.text and "download them" not in rep.text, rep.text
+    assert "disentbook data prepare mnist" in registry.verify_report("mnist", downloads=True).text
+    with pytest.raises(DataNotFoundError) as e: prepare("mnist", download=False)
+    assert "prepare" not in str(e.value)

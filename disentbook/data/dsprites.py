@@ -4,7 +4,7 @@
 
 # %% ../../nbs/01a_dsprites.ipynb #ba7e6416
 from __future__ import annotations
-import copy, hashlib, json, math, warnings
+import copy, hashlib, json, math, os, tempfile, warnings
 from pathlib import Path
 
 import numpy as np
@@ -165,8 +165,12 @@ class DSprites(GroundTruthData):
         if path.exists():
             try: return load_bit_images(path, shape, DSPRITES_GEOMETRY).to(self.device)
             except CorruptFileError as e: warnings.warn(f"dSprites cache is unusable ({e}); re-rendering it")
+        problem = _unwritable(path.parent)                      # checked BEFORE minutes of rendering
+        if problem: warnings.warn(_no_cache_message(path.parent, problem))
         images = super()._materialize(chunk)
-        save_bit_images(images, path, DSPRITES_GEOMETRY)
+        if not problem:
+            try: save_bit_images(images, path, DSPRITES_GEOMETRY)
+            except OSError as e: warnings.warn(_no_cache_message(path.parent, f"{type(e).__name__}: {e}"))
         return images
 
     # the official file
@@ -186,3 +190,16 @@ class DSprites(GroundTruthData):
                 raise CorruptFileError(f"{path}: 'imgs' has shape {imgs.shape}, expected (737280, 64, 64)")
             self._shared["imgs"] = torch.from_numpy(imgs).view(-1, 1, 64, 64).mul_(255)
         return self._shared["imgs"]
+
+def _unwritable(folder: Path) -> str | None:
+    "Why no file can be created in `folder` (made if missing), or None when one can."
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".write-probe.{os.getpid()}.", suffix=".part", dir=folder)
+        os.close(fd); os.unlink(probe)
+    except OSError as e: return f"{type(e).__name__}: {e}"
+    return None
+
+def _no_cache_message(folder: Path, why: str) -> str:
+    return (f"dSprites cache: cannot write to {folder} ({why}); the images are kept in memory only and will be "
+            "rendered again next time. Set DISENTBOOK_DATA (or pass root=) to a writable folder to cache them.")

@@ -12,7 +12,7 @@ from ..core import DataNotFoundError, CorruptFileError, Registry, data_dir, atom
 
 # %% auto #0
 __all__ = ['DATASETS', 'RemoteFile', 'DatasetInfo', 'register_dataset', 'dataset_dir', 'FileStatus', 'check_file', 'verify',
-           'require', 'offline', 'download_file', 'prepare', 'list_datasets']
+           'require', 'VerifyReport', 'verify_report', 'offline', 'download_file', 'prepare', 'list_datasets']
 
 # %% ../../nbs/02_registry.ipynb #40faf07d
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class DatasetInfo:
     manual: bool = False            # True: cannot be downloaded automatically (licence, login, Google Drive)
     globs: tuple[str, ...] = ()     # folder datasets: patterns of the user-supplied files
     hash_source: str = ""           # where the sizes and hashes were taken from
+    fallback: str = ""              # how disentbook does without the files (e.g. procedural rendering); "" = none
 
     @property
     def total_size(self) -> int | None:
@@ -67,7 +68,8 @@ register_dataset(DatasetInfo(
     "737,280 binary 64x64 sprites (the official npz). Not hash-checked: place the file and run verify; "
     "disentbook renders an equivalent set procedurally when it is absent.",
     "Apache 2.0 (see the repository)",
-    hash_source="no trustworthy sha256 or size published for the npz"))
+    hash_source="no trustworthy sha256 or size published for the npz",
+    fallback="disentbook renders the same 737,280 images procedurally (DSprites(source='procedural'), the default)"))
 
 register_dataset(DatasetInfo(
     "mnist", tuple(RemoteFile(n, h, s, _MNIST + n) for n, s, h in [
@@ -207,7 +209,7 @@ def verify(name: str, root=None) -> list[FileStatus]:
 def _size(n: int | None) -> str:
     return "unknown size" if n is None else f"{n / 1e6:,.1f} MB" if n >= 1e5 else f"{n:,} bytes"
 
-def _missing_message(info: DatasetInfo, folder: Path, missing: list[FileStatus]) -> str:
+def _missing_message(info: DatasetInfo, folder: Path, missing: list[FileStatus], downloads: bool = True) -> str:
     lines = [f"dataset {info.name!r} is not complete: put these file(s) in {folder}"]
     by_name = {f.name: f for f in info.files}
     for s in missing:
@@ -216,13 +218,16 @@ def _missing_message(info: DatasetInfo, folder: Path, missing: list[FileStatus])
         lines.append(f"  - {s.name} ({_size(f.size) if f else 'your images'}) from {src}")
     if info.manual or not info.files:
         lines.append(f"{info.name} must be obtained by hand ({info.license_note}); see {info.homepage}")
-    else:
-        lines.append(f"or download them: disentbook.registry.prepare({info.name!r}) "
-                     f"(or `disentbook data prepare {info.name}`); homepage {info.homepage}")
+    elif downloads:
+        size = info.total_size
+        lines.append(f"or download them ({_size(size) if size else 'size unknown'}): "
+                     f"disentbook.data.registry.prepare({info.name!r}) (or `disentbook data prepare {info.name}`); "
+                     f"homepage {info.homepage}")
     return "\n".join(lines)
 
-def require(name: str, root=None) -> dict[str, Path]:
-    "`{file name: path}` of dataset `name`; `DataNotFoundError` / `CorruptFileError` unless every file is usable."
+def require(name: str, root=None, downloads: bool = True) -> dict[str, Path]:
+    """`{file name: path}` of dataset `name`; `DataNotFoundError` / `CorruptFileError` unless every file is usable.
+    `downloads=False`: the message never suggests the downloading command."""
     info, folder = DATASETS[name], dataset_dir(name, root)
     statuses = verify(name, root)
     bad = [s for s in statuses if s.status.startswith("wrong")]
@@ -230,8 +235,37 @@ def require(name: str, root=None) -> dict[str, Path]:
         raise CorruptFileError(f"dataset {name!r}: " + "; ".join(f"{s.path}: {s.status} ({s.detail})" for s in bad)
                                + ". Delete the file(s) and download again.")
     missing = [s for s in statuses if s.status == "missing"]
-    if missing: raise DataNotFoundError(_missing_message(info, folder, missing))
+    if missing: raise DataNotFoundError(_missing_message(info, folder, missing, downloads))
     return {s.name: s.path for s in statuses}
+
+# %% ../../nbs/02_registry.ipynb #4842073f
+@dataclass(frozen=True)
+class VerifyReport:
+    "The verdict on dataset `name`: per-file `statuses`, `usable` (files usable, or a fallback exists), `text` for people."
+    name: str
+    statuses: tuple[FileStatus, ...]
+    complete: bool              # every file present and usable
+    usable: bool                # complete, or disentbook has a fallback (`DatasetInfo.fallback`)
+    text: str
+
+def verify_report(name: str, root=None, downloads: bool = False) -> VerifyReport:
+    "Check dataset `name` and say what it means; `downloads=True` also names the downloading command."
+    info, folder = DATASETS[name], dataset_dir(name, root)
+    statuses = tuple(verify(name, root))
+    complete = all(s.usable for s in statuses)
+    bad = [s for s in statuses if s.status.startswith("wrong")]
+    missing = [s for s in statuses if s.status == "missing"]
+    lines = [str(s) for s in statuses]
+    if complete: lines.append(f"{name}: usable, all files present in {folder}")
+    if bad: lines.append(f"{name}: " + "; ".join(f"{s.path} has the {s.status[6:]} ({s.detail})" for s in bad)
+                         + ". Delete the file(s) and put good copies there.")
+    if missing:
+        if info.fallback and not bad: lines.append(f"{name}: usable without the missing file(s): {info.fallback}. "
+                                                   "To use the official file(s) instead:")
+        lines.append(_missing_message(info, folder, missing, downloads))
+    usable = complete or bool(info.fallback and not bad)
+    if not usable: lines.append(f"{name}: NOT usable")
+    return VerifyReport(name, statuses, complete, usable, "\n".join(lines))
 
 # %% ../../nbs/02_registry.ipynb #8105a49d
 def offline() -> bool:
@@ -272,7 +306,7 @@ def prepare(name: str, root=None, download: bool = True) -> dict[str, Path]:
             try: download_file(f, folder)
             except DataNotFoundError as e:
                 raise DataNotFoundError(f"{e}\n{_missing_message(info, folder, missing())}") from None
-    return require(name, root)
+    return require(name, root, downloads=download)
 
 # %% ../../nbs/02_registry.ipynb #5efc13d3
 def list_datasets(root=None):

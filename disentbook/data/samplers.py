@@ -4,6 +4,7 @@
 
 # %% ../../nbs/01c_samplers.ipynb #ba7e6416
 from __future__ import annotations
+import math
 
 import numpy as np
 import torch
@@ -12,7 +13,7 @@ from ..core import InputError, default_device, to_float_images
 from .base import GroundTruthData, LabelledImages
 
 # %% auto #0
-__all__ = ['Sampler', 'SingleSampler', 'TargetBackgroundSampler']
+__all__ = ['MATERIALIZE_BYTES', 'Sampler', 'SingleSampler', 'TargetBackgroundSampler']
 
 # %% ../../nbs/01c_samplers.ipynb #41b56fd3
 class Sampler:
@@ -41,22 +42,32 @@ class Sampler:
         return {"x": to_float_images(data.images[i]), "labels": data.labels[i]}
 
 # %% ../../nbs/01c_samplers.ipynb #b44d0b17
-def _place(data, device, materialize: bool):
-    if isinstance(data, GroundTruthData): return data.to(device, materialize=materialize)
+MATERIALIZE_BYTES = 64 * 2**20    # materialize=None: a set up to this many bytes of pixels is materialised on a CPU
+
+def _should_materialize(data, device: torch.device, materialize: bool | None) -> bool:
+    if materialize is not None: return bool(materialize)
+    if device.type != "cpu" or getattr(data, "_images", None) is not None: return True
+    return len(data) * math.prod(data.observation_shape) <= MATERIALIZE_BYTES
+
+def _place(data, device, materialize: bool | None):
+    if isinstance(data, GroundTruthData):
+        return data.to(device, materialize=_should_materialize(data, torch.device(device), materialize))
     if isinstance(data, LabelledImages): return data.to(device)
     raise InputError(f"data: expected a GroundTruthData or LabelledImages, got {type(data).__name__}")
 
 class SingleSampler(Sampler):
-    "Uniform batches from one dataset: keys `x` and `factors` (ground truth) or `labels` (labelled images)."
-    def __init__(self, data, device=None, materialize: bool = True):
+    """Uniform batches from one dataset: keys `x` and `factors` (ground truth) or `labels` (labelled images).
+    `materialize`: None (default) materialises a ground-truth set on an accelerator or when small, else renders
+    batches on the fly; True / False force it."""
+    def __init__(self, data, device=None, materialize: bool | None = None):
         super().__init__(device); self.data = _place(data, self.device, materialize)
     def sample(self, batch_size: int, generator: torch.Generator) -> dict:
         return self._draw(self.data, self._check(batch_size, generator), generator)
 
 # %% ../../nbs/01c_samplers.ipynb #590d91bc
 class TargetBackgroundSampler(Sampler):
-    "Unpaired batches from a target set (`x`) and a background set (`y`)."
-    def __init__(self, target, background, device=None, materialize: bool = True):
+    "Unpaired batches from a target set (`x`) and a background set (`y`); `materialize` as in `SingleSampler`."
+    def __init__(self, target, background, device=None, materialize: bool | None = None):
         super().__init__(device)
         self.target = _place(target, self.device, materialize)
         self.background = _place(background, self.device, materialize)
