@@ -1,0 +1,182 @@
+"""Engine (issue 15): a K-member ensemble equals K separate `Trainer` runs (plain, MWS, adversarial methods), each member's
+checkpoint loads alone, NaN stops only its member, the captured step equals eager (CUDA) and falls back on the CPU."""
+import warnings
+
+import pytest
+import torch
+
+import disentbook  # noqa: F401  (registers every objective)
+from disentbook import engine
+from disentbook.core import ConfigMismatchError, InputError, NonFiniteLossError, make_generator
+from disentbook.data.base import LabelledImages
+from disentbook.data.samplers import SingleSampler
+from disentbook.train import Trainer, TrainConfig, load_checkpoint, load_model, read_checkpoint_config
+
+MODEL = dict(kind="vae", image_size=28, channels=1, latent_dim=4, hidden=32)
+DISC = dict(latent_dim=4, disc_hidden=16, disc_depth=2)
+N_DATA = 64
+
+
+@pytest.fixture(scope="module")
+def data():
+    g = make_generator(0)
+    return LabelledImages((torch.rand(N_DATA, 1, 28, 28, generator=g) > 0.7).to(torch.uint8) * 255,
+                          torch.zeros(N_DATA, dtype=torch.long), ["blob"], "random blobs")
+
+
+def cfg(**kw):
+    return TrainConfig(**(dict(steps=10, batch_size=8, lr=1e-3, log_every=5, device="cpu", progress=False) | kw))
+
+
+def separate(member, data, config):
+    t = engine.build_run({**member, "out_dir": None}, MODEL, SingleSampler(data, device="cpu"), config, data=data)
+    return t.fit()
+
+
+def assert_same_weights(a, b, atol=2e-4):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa: torch.testing.assert_close(sa[k], sb[k], atol=atol, rtol=1e-3, msg=k)
+
+
+GRIDS = {
+    "plain": [dict(objective="beta_vae", params=dict(beta=b), seed=s) for s, b in [(0, 1.0), (1, 4.0), (2, 16.0)]],
+    "mws": [dict(objective="beta_tcvae", params=dict(beta=b, dataset_size=N_DATA), seed=s) for s, b in [(3, 1.0), (4, 6.0), (5, 10.0)]],
+    "adversarial": [dict(objective="factor_vae", params=dict(gamma=g, **DISC), seed=s) for s, g in [(6, 1.0), (7, 10.0), (8, 35.0)]],
+}
+
+
+@pytest.mark.parametrize("kind", list(GRIDS))
+def test_ensemble_equals_separate_runs_and_checkpoints_load_alone(kind, data, tmp_path):
+    members = [m | dict(out_dir=tmp_path / f"m{k}") for k, m in enumerate(GRIDS[kind])]
+    res = engine.fit_ensemble(members, MODEL, data, cfg())
+    for m, r in zip(members, res):
+        alone = separate(m, data, cfg())
+        assert r["status"] == "ok" and r["steps"] == 10 and r["mode"] == "eager"
+        assert list(r["history"].columns) == list(alone.history.columns) and len(r["history"]) == 2
+        torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
+        assert_same_weights(r["trainer"].model, alone.model)
+        assert_same_weights(r["trainer"].objective, alone.objective)    # the discriminator too (adversarial)
+        # the member's checkpoint is an ordinary single-run checkpoint
+        ck = m["out_dir"] / "checkpoint"
+        assert read_checkpoint_config(ck)["train"]["seed"] == m["seed"]
+        assert_same_weights(load_model(ck, device="cpu"), alone.model)
+        obj = engine.make_objective(m["objective"], **m["params"])
+        load_checkpoint(ck, objective=obj)
+        assert_same_weights(obj, alone.objective)
+        assert (m["out_dir"] / "history.csv").is_file()
+
+
+def test_ensemble_resumes_from_member_checkpoints(data, tmp_path):
+    members = [m | dict(out_dir=tmp_path / f"m{k}") for k, m in enumerate(GRIDS["adversarial"][:2])]
+    engine.fit_ensemble(members, MODEL, data, cfg(steps=6, log_every=3))
+    res = engine.fit_ensemble(members, MODEL, data, cfg(steps=12, log_every=3))   # resumes at step 6
+    for m, r in zip(members, res):
+        alone = separate(m, data, cfg(steps=12, log_every=3))
+        assert_same_weights(r["trainer"].model, alone.model)
+        torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
+    # and a member checkpoint resumes as a plain Trainer
+    t = Trainer.resume(members[0]["out_dir"] / "checkpoint", SingleSampler(data, device="cpu"), progress=False)
+    assert t.step == 12 and t.config.seed == members[0]["seed"]
+
+
+def test_nan_stops_only_its_member(data, tmp_path):
+    members = [m | dict(out_dir=tmp_path / f"m{k}") for k, m in enumerate(GRIDS["adversarial"])]
+    sampler = SingleSampler(data, device="cpu")
+    ens = engine.Ensemble([engine.build_run(m, MODEL, sampler, cfg(), data=data) for m in members])
+    with torch.no_grad(): ens.params["model.encoder.fc.2.bias"][1, 0] = float("nan")
+    with pytest.warns(UserWarning, match=r"member 1 \(factor_vae.*seed 7\): term 'loss' is nan at step 0"):
+        ens.fit()
+    s = ens.summaries()
+    assert [x["status"] for x in s] == ["ok", "failed", "ok"] and s[1]["error"]["step"] == 0
+    assert len(s[1]["history"]) == 0 and s[1]["checkpoint"] is None and not (tmp_path / "m1" / "checkpoint").exists()
+    for k in (0, 2):
+        assert_same_weights(load_model(tmp_path / f"m{k}" / "checkpoint", device="cpu"), separate(members[k], data, cfg()).model)
+    ens2 = engine.Ensemble([engine.build_run({**m, "out_dir": None}, MODEL, sampler, cfg(), data=data) for m in members],
+                           on_nan="raise")
+    with torch.no_grad(): ens2.params["model.encoder.fc.2.bias"][2, 0] = float("inf")
+    with pytest.raises(NonFiniteLossError, match=r"member 2 \(factor_vae"): ens2.fit()
+
+
+def test_captured_step_on_cpu_warns_once_and_equals_trainer(data):
+    m = GRIDS["adversarial"][1]
+    t = engine.build_run(m, MODEL, SingleSampler(data, device="cpu"), cfg(), data=data)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cs = engine.CapturedStep(t).fit()
+    assert cs.mode == "eager" and len(w) == 1 and "CUDA graphs need a CUDA device" in str(w[0].message)
+    alone = separate(m, data, cfg())
+    assert_same_weights(t.model, alone.model); assert_same_weights(t.objective, alone.objective)
+    assert t.step == 10 and len(t.history) == 2
+
+
+def test_random_replay_rejects_unsupported_draws():
+    with engine.RandomReplay(generator=make_generator(0)):
+        with pytest.raises(engine.NotReplayableError, match="randperm"): torch.randperm(4)
+        with pytest.raises(engine.NotReplayableError, match="explicit generator"):
+            torch.randn(3, generator=make_generator(1))
+    plan = [("randn", (2,), torch.float32, torch.device("cpu"))]
+    with engine.RandomReplay(plan, [torch.zeros(2)]):
+        torch.randn(2)
+        with pytest.raises(engine.NotReplayableError, match="no more draws"): torch.rand(2)
+
+
+def test_members_that_cannot_share_an_ensemble(data):
+    s = SingleSampler(data, device="cpu")
+    a = engine.build_run(GRIDS["adversarial"][0], MODEL, s, cfg(), data=data)
+    b = engine.build_run({**GRIDS["adversarial"][1], "params": dict(gamma=10.0, disc_lr=1e-3, **DISC)}, MODEL, s, cfg(), data=data)
+    with pytest.raises(ConfigMismatchError, match="aux optimizers"): engine.Ensemble([a, b])
+    c = engine.build_run(GRIDS["mws"][0], MODEL, s, cfg(), data=data)
+    d = engine.build_run({**GRIDS["mws"][1], "params": dict(beta=6.0, dataset_size=N_DATA, estimator="mss")}, MODEL, s, cfg(),
+                         data=data)
+    with pytest.raises(ConfigMismatchError, match="estimator"): engine.Ensemble([c, d])
+    with pytest.raises(InputError, match="unknown key"): engine.fit_ensemble([dict(objective="vae", beta=2)], MODEL, data, cfg())
+    assert engine.ensemble_key(GRIDS["plain"][0]) == engine.ensemble_key(GRIDS["plain"][2])
+    assert engine.ensemble_key(GRIDS["plain"][0]) != engine.ensemble_key(GRIDS["adversarial"][0])
+
+
+def test_fit_groups_keeps_order(data):
+    runs = [GRIDS["plain"][0], GRIDS["mws"][0], GRIDS["plain"][1]]
+    res = engine.fit_groups(runs, MODEL, data, cfg(steps=4, log_every=2))
+    assert [r["objective"] for r in res] == ["beta_vae", "beta_tcvae", "beta_vae"]
+    assert [r["seed"] for r in res] == [0, 3, 1] and all(r["status"] == "ok" for r in res)
+
+
+def test_fast_rng_trains_and_differs_from_exact(data):
+    exact = engine.fit_ensemble(GRIDS["plain"][:2], MODEL, data, cfg(steps=4, log_every=2))
+    fast = engine.fit_ensemble(GRIDS["plain"][:2], MODEL, data, cfg(steps=4, log_every=2), rng="fast")
+    assert all(r["status"] == "ok" for r in fast)
+    assert not torch.allclose(torch.tensor(exact[1]["history"].values), torch.tensor(fast[1]["history"].values))
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@cuda
+@pytest.mark.parametrize("kind", ["plain", "adversarial"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_captured_equals_eager_on_cuda(kind, precision, data):
+    m = GRIDS[kind][1]
+    config = cfg(steps=20, log_every=10, device="cuda", batch_size=32)
+    out = {}
+    for capture in (False, True):
+        t = engine.build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
+        out[capture] = engine.CapturedStep(t, capture=capture, precision=precision).fit()
+    assert out[True].mode == "captured" and out[False].mode == "eager"
+    tol = 1e-3 if precision == "fp32" else 3e-2
+    assert_same_weights(out[False].trainer.model, out[True].trainer.model, atol=tol)
+    torch.testing.assert_close(torch.tensor(out[False].history(0).values), torch.tensor(out[True].history(0).values),
+                               rtol=tol, atol=tol)
+
+
+@cuda
+def test_captured_ensemble_equals_separate_runs_on_cuda(data):
+    config = cfg(steps=20, log_every=10, device="cuda", batch_size=32, amp=False)
+    res = engine.fit_ensemble(GRIDS["adversarial"], MODEL, data, config, capture=True, precision="fp32")
+    assert all(r["mode"] == "captured" for r in res)
+    for m, r in zip(GRIDS["adversarial"], res):
+        t = engine.build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
+        torch.backends.cudnn.allow_tf32 = False
+        try: t.fit()
+        finally: torch.backends.cudnn.allow_tf32 = True
+        assert_same_weights(r["trainer"].model, t.model, atol=1e-3)
