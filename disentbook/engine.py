@@ -96,7 +96,8 @@ def _device_rng_state(device: torch.device) -> torch.Tensor:
 @contextlib.contextmanager
 def _global_rng(device: torch.device, seed: int, state: torch.Tensor):
     "Within the block the global generators are those of a `Trainer` run seeded `seed` whose device generator is `state`."
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
         core.seed_everything(seed + 1)
         if device.type == "cuda": torch.cuda.set_rng_state(state, device)
         else: torch.set_rng_state(state)
@@ -361,7 +362,10 @@ def _ensemble_train_step(self):
     if self.mode == "eager": row = self._body(step, batch, noise)
     else:
         if self._static is None: self._static = (batch, noise)
-        else: torch.utils._pytree.tree_map(lambda s, v: s.copy_(v), self._static, (batch, noise))
+        else:
+            for k, v in batch.items(): self._static[0][k].copy_(v)
+            for a, ns in noise.items():
+                for s, v in zip(self._static[1][a], ns): s.copy_(v)
         if self.mode == "captured":
             self._graph.replay(); row = self._static_row.clone()
         else:                                              # warm-up: real steps, on a side stream as capture wants
@@ -442,16 +446,16 @@ Ensemble.fit = _ensemble_fit
 @torch.no_grad()
 def _ensemble_sync(self):
     "Copy each member's slice (weights, Adam states, random state, step, logs) back into its `Trainer`."
+    steps = {}
     for k, t in enumerate(self.trainers):
         for n, p in self._named[k].items(): p.copy_(self.params[n][k])
         for n, b in self.pairs[k].named_buffers(): b.copy_(self.buffers[n][k])
         for r, opt in self.optimizers.items():
-            mopt = self._member_optimizer(k, r)
-            for P in self._group[r]:
-                st = opt.state.get(P)
-                if not st: continue
-                n = next(n for n, Q in self.params.items() if Q is P)
-                mopt.state[self._named[k][n]] = dict(step=torch.tensor(float(st["step"])), exp_avg=st["exp_avg"][k].clone(),
+            mopt, states = self._member_optimizer(k, r), [opt.state.get(P) for P in self._group[r]]
+            if not all(states): continue
+            if r not in steps: steps[r] = float(states[0]["step"])      # one host sync per optimizer
+            for n, st in zip([n for n in self.params if self.role[n] == r], states):
+                mopt.state[self._named[k][n]] = dict(step=torch.tensor(steps[r]), exp_avg=st["exp_avg"][k].clone(),
                                                      exp_avg_sq=st["exp_avg_sq"][k].clone())
         t.step, t.keys, t._layout = self.step, self.keys, None
         t._history, t._rows = [list(r) for r in self._history[k]], [r[k] for r in self._rows]
