@@ -11,7 +11,7 @@ from . import core, checking
 from .data import base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet
 from . import nets
 from .objectives import base, vae, dipvae, tcwae, contrastive
-from . import train
+from . import train, engine
 from .eval import metrics, scores, protocols, viz, dipvae
 from .repro import vae, dipvae, tcwae, contrastive
 from .classroom import exercises, widgets
