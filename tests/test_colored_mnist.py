@@ -44,7 +44,7 @@ def test_pairs_change_exactly_k_and_keep_class(train, k):
     b = PairSampler(train, k=k).sample(256, make_generator(0))
     diff = b["factors"] != b["factors2"]
     assert torch.equal(diff.sum(1), b["k"]) and not diff[:, :2].any()
-    assert torch.equal(b["y"], b["factors"][:, 0]) and torch.equal(b["y"], b["factors2"][:, 0])
+    assert torch.equal(b["labels"], b["factors"][:, 0]) and torch.equal(b["labels"], b["factors2"][:, 0])
     assert b["x"].shape == b["x2"].shape == (256, 3, 28, 28) and b["x"].dtype == torch.float32
     assert torch.equal(b["s"], b["factors"][:, 2:]) and torch.equal(b["s2"], b["factors2"][:, 2:])
 

@@ -1,0 +1,123 @@
+"""Golden values for the invariance paper's terms: pair KL, JSD (bounds, symmetry, zero), top-k and swap on hand-made
+latents, warm-up schedule, class means, SupCon, Ada aggregation, group accuracy, the objectives' steps."""
+import math
+
+import pytest
+import torch
+
+from disentbook.core import InputError, make_generator
+from disentbook.eval.protocols import group_accuracy
+from disentbook.objectives.base import make_objective
+from disentbook.objectives import invariance as inv
+from disentbook.nets import VAE
+
+
+def test_pair_kl_golden():
+    z = torch.zeros(1)
+    assert inv.pair_kl(z, z, torch.full((1,), 2.0), z).item() == pytest.approx(2.0)         # (Δμ)²/2
+    assert inv.pair_kl(z, torch.log(torch.tensor([4.0])), z, z).item() == pytest.approx(0.5 * (4 - math.log(4) - 1))
+    a, b = inv.pair_kl(z, z, z, torch.tensor([1.0])), inv.pair_kl(z, torch.tensor([1.0]), z, z)
+    assert a.item() != pytest.approx(b.item())
+    assert inv.pair_kl(z, z, z, torch.tensor([1.0]), symmetric=True).item() == pytest.approx(0.5 * (a + b).item())
+
+
+def test_jsd_bounds_symmetry_zero():
+    g = make_generator(0)
+    m1, m2 = torch.randn(50, generator=g, dtype=torch.float64) * 3, torch.randn(50, generator=g, dtype=torch.float64) * 3
+    v1, v2 = torch.randn(50, generator=g, dtype=torch.float64), torch.randn(50, generator=g, dtype=torch.float64)
+    j = inv.jsd_gaussians(m1, v1, m2, v2)
+    assert (j >= 0).all() and (j <= math.log(2)).all()
+    assert torch.allclose(j, inv.jsd_gaussians(m2, v2, m1, v1), atol=1e-10)
+    assert torch.allclose(inv.jsd_gaussians(m1, v1, m1, v1), torch.zeros(50, dtype=torch.float64), atol=1e-10)
+    far = inv.jsd_gaussians(torch.zeros(1, dtype=torch.float64), torch.zeros(1, dtype=torch.float64),
+                            torch.full((1,), 40.0, dtype=torch.float64), torch.zeros(1, dtype=torch.float64))
+    assert far.item() == pytest.approx(math.log(2), abs=1e-9)
+    # equal variances, means 2 sigma apart: the known value 0.3368 (numerical integration)
+    two = inv.jsd_gaussians(*(torch.tensor([v], dtype=torch.float64) for v in (0.0, 0.0, 2.0, 0.0)))
+    assert two.item() == pytest.approx(0.33679, abs=2e-4)
+    assert inv.jsd_gaussians(torch.zeros(3, 4), torch.zeros(3, 4), torch.ones(3, 4), torch.zeros(3, 4)).shape == (3, 4)
+    with pytest.raises(InputError, match="one shape"): inv.jsd_gaussians(torch.zeros(2), torch.zeros(2), torch.zeros(3), torch.zeros(3))
+
+
+def test_top_k_and_swap_hand_made():
+    div = torch.tensor([[0.1, 5.0, 0.2, 3.0], [9.0, 0.0, 0.0, 0.0]])
+    assert inv.top_k_mask(div, torch.tensor([2, 1])).tolist() == [[False, True, False, True], [True, False, False, False]]
+    zl, zm = torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[-1.0, -2.0, -3.0]])
+    m = inv.swap_mask(torch.tensor([[0.0, 7.0]]), 1, d_p=1)           # z_p = dim 0 swapped, z_n dim 2 changed
+    assert m.tolist() == [[True, True, False]]
+    a, b = inv.swap_latents(zl, zm, m)
+    assert a.tolist() == [[-1.0, -2.0, 3.0]] and b.tolist() == [[1.0, 2.0, -3.0]]
+    # warm-up by amount swaps the most similar shared latents first
+    assert inv.swap_mask(torch.tensor([[0.3, 9.0, 0.1, 0.2]]), 1, n_swap=2).tolist() == [[False, False, True, True]]
+    assert [int(inv.n_swap_schedule(t, 10, 1, 100)) for t in (0, 50, 100, 200)] == [1, 5, 9, 9]
+    with pytest.raises(InputError, match="k: expected"): inv.top_k_mask(div, 5)
+
+
+def test_class_means_and_supcon_golden():
+    mu, y = torch.tensor([[0.0], [2.0], [4.0], [10.0]]), torch.tensor([0, 0, 0, 1])
+    assert inv.class_means(mu, y, 2).flatten().tolist() == [2.0, 2.0, 2.0, 10.0]
+    assert inv.supcon_loss(torch.ones(5, 3), torch.zeros(5, dtype=torch.long)).item() == pytest.approx(math.log(4))
+    # two orthogonal classes, temperature 1: anchor's positive at cos 1, negatives at cos 0: -log(e / (e + 2))
+    z = torch.tensor([[1.0, 0], [1.0, 0], [0, 1.0], [0, 1.0]])
+    assert inv.supcon_loss(z, torch.tensor([0, 0, 1, 1]), 1.0).item() == pytest.approx(-math.log(math.e / (math.e + 2)))
+    assert inv.supcon_loss(torch.randn(3, 2), torch.tensor([0, 1, 2])).item() == 0.0           # no positives at all
+    with pytest.raises(InputError, match="temperature"): inv.supcon_loss(z, torch.tensor([0, 0, 1, 1]), 0.0)
+
+
+def test_ada_aggregation_golden():
+    m1, l1 = torch.tensor([[0.0, 1.0, 5.0]]), torch.log(torch.tensor([[1.0, 0.5, 1.0]]))
+    m2, l2 = torch.tensor([[0.1, 1.0, -5.0]]), torch.log(torch.tensor([[1.0, 2.0, 1.0]]))
+    a1, al1, a2, al2, sh = inv.ada_aggregate(m1, l1, m2, l2, "gvae")
+    assert sh.tolist() == [[True, True, False]] and a1[0, 2].item() == 5.0 and a2[0, 2].item() == -5.0
+    assert al1.exp()[0, 1].item() == pytest.approx(1.25) and a1[0, 0].item() == pytest.approx(0.05)
+    b1, bl1, *_ = inv.ada_aggregate(m1, l1, m2, l2, "mlvae")
+    assert bl1.exp()[0, 1].item() == pytest.approx(0.4) and b1[0, 1].item() == pytest.approx(1.0)
+
+
+def test_group_accuracy_hand_made():
+    y, p = [0, 0, 1, 1, 1, 0], [0, 1, 1, 1, 0, 0]
+    groups = [[0, 0], [0, 0], [1, 0], [1, 1], [1, 1], [0, 1]]
+    r = group_accuracy(y, p, groups)
+    assert r["average"] == pytest.approx(4 / 6) and r["worst"] == pytest.approx(0.5)
+    assert r["per_group"][(0, 0)] == pytest.approx(0.5) and r["per_group"][(0, 1)] == 1.0
+
+
+def _pair_batch(b=8, latent=20):
+    from disentbook.data.colored_mnist import ColoredMNIST, PairSampler
+    return PairSampler(ColoredMNIST("train", "embedded"), k=(1, 2)).sample(b, make_generator(0))
+
+
+@pytest.mark.parametrize("name", ["swap_invariance", "ada_gvae", "ada_ml_vae", "inv_cnn", "inv_cnn_beta_vae", "vfae", "cvib", "cai", "uai"])
+def test_objective_step_finite(name):
+    torch.manual_seed(0)
+    batch = _pair_batch()
+    m = VAE(28, 3, 29 if name in ("vfae", "cvib") else 20, hidden=32)
+    o = make_objective(name, model=m)
+    out = o(m, batch, 0)
+    assert torch.isfinite(out["loss"]) and out["loss"].requires_grad
+    out["loss"].backward()
+    for n in o.aux_nets: assert torch.isfinite(o.aux_loss(n, m, batch, {k: v.detach() if torch.is_tensor(v) else v for k, v in out.items()}, 0)["loss"])
+    if hasattr(o, "classify"): assert o.classify(m, batch["x"]).shape == (8, 10)
+
+
+def test_swap_objective_terms_and_bad_input():
+    torch.manual_seed(0)
+    batch, m = _pair_batch(), VAE(28, 3, 20, hidden=32)
+    o = make_objective("swap_invariance", model=m, divergence="jsd", warmup_amount=10)
+    out = o(m, batch, 0)
+    assert out["n_swap"].item() == 1.0 and set(o.aux_nets) == {"classifier"}
+    j = make_objective("swap_invariance", model=m, scheme="joint")
+    assert "ce" in j(m, batch, 0) and not list(j.aux_nets)
+    z = make_objective("swap_invariance", model=m, alpha=0.0, beta_sup=0.0, gamma_zp=0.0)
+    oz = z(m, batch, 0)
+    assert oz["loss"].item() == pytest.approx((oz["recon"] + oz["kl"]).item(), rel=1e-5)
+    with pytest.raises(InputError, match="pair batches"): o(m, {"x": batch["x"]}, 0)
+    with pytest.raises(InputError): make_objective("swap_invariance", divergence="l2")
+    a = make_objective("annealed_vae", iteration_threshold=10)
+    assert [a.capacity(t) for t in (0, 5, 20)] == [0.0, 12.5, 25.0]
+
+
+def test_checkers_accept_reference_and_catch_mistakes():
+    assert inv.check_pair_kl(inv.pair_kl) and inv.check_swap_topk(inv.swap_topk) and inv.check_supcon(inv.supcon_loss)
+    assert not inv.check_pair_kl(lambda a, b, c, d: inv.pair_kl(c, d, a, b))
+    assert not inv.check_supcon(lambda z, y, t: inv.supcon_loss(z, y, t, normalize=False))
