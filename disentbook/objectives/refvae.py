@@ -335,7 +335,13 @@ def check_laplace_nll(fn: Callable, seed: int = 0) -> CheckResult:
              Case("a batch of one, b = 2", dict(x=torch.rand(1, 1, 3, 3, generator=g), mean=torch.rand(1, 1, 3, 3, generator=g), b=2.0)),
              Case("float64", dict(x=torch.rand(2, 2, 4, 4, generator=g, dtype=torch.float64),
                                   mean=torch.rand(2, 2, 4, 4, generator=g, dtype=torch.float64), b=0.25))]
-    return check_function(fn, laplace_nll, cases, name="laplace_nll", hint=LAPLACE_HINT, grad_wrt=("mean",))
+    mistakes = {"you squared the error: the Laplace NLL uses |x - mean| (L1), not (x - mean)^2":
+                    lambda x, mean, b: ((x - mean).pow(2) / b + math.log(2 * b)).flatten(1).sum(1),
+                "log(2b) is added once per pixel, not once per image":
+                    lambda x, mean, b: ((x - mean).abs() / b).flatten(1).sum(1) + math.log(2 * b),
+                "you multiplied by b: divide |x - mean| by the scale b":
+                    lambda x, mean, b: ((x - mean).abs() * b + math.log(2 * b)).flatten(1).sum(1)}
+    return check_function(fn, laplace_nll, cases, name="laplace_nll", hint=LAPLACE_HINT, grad_wrt=("mean",), mistakes=mistakes)
 
 LATENT_HINT = ("0.5 * sum over latents of (v - mu)^2 / sigma^2 + log sigma^2 + log(2 pi), with sigma^2 = exp(logvar) "
                "(not exp(logvar / 2)); one value per row")
@@ -349,7 +355,14 @@ def check_latent_nll(fn: Callable, seed: int = 0) -> CheckResult:
              Case("random batch of 6", dict(v=_rn(g, 6, 5), mu=_rn(g, 6, 5), logvar=_rn(g, 6, 5))),
              Case("float64", dict(v=_rn(g, 2, 3, dtype=torch.float64), mu=_rn(g, 2, 3, dtype=torch.float64),
                                   logvar=_rn(g, 2, 3, dtype=torch.float64)))]
-    return check_function(fn, latent_nll, cases, name="latent_nll", hint=LATENT_HINT, grad_wrt=("v", "mu", "logvar"))
+    mistakes = {"divide by the variance exp(logvar), not by the standard deviation exp(logvar / 2)":
+                    lambda v, mu, logvar: 0.5 * ((v - mu).pow(2) / (0.5 * logvar).exp() + logvar + math.log(2 * math.pi)).sum(-1),
+                "the log-determinant term log sigma^2 = logvar is missing":
+                    lambda v, mu, logvar: 0.5 * ((v - mu).pow(2) * torch.exp(-logvar) + math.log(2 * math.pi)).sum(-1),
+                "the constant log(2 pi) is missing (one per latent)":
+                    lambda v, mu, logvar: 0.5 * ((v - mu).pow(2) * torch.exp(-logvar) + logvar).sum(-1)}
+    return check_function(fn, latent_nll, cases, name="latent_nll", hint=LATENT_HINT, grad_wrt=("v", "mu", "logvar"),
+                          mistakes=mistakes)
 
 def discriminator_loss(logits_q: torch.Tensor, logits_p: torch.Tensor) -> torch.Tensor:
     "The density-ratio (logistic) loss from logits: ½[mean softplus(−logits_q) + mean softplus(logits_p)] (q labelled 1)."
@@ -366,5 +379,9 @@ def check_discriminator_loss(fn: Callable, seed: int = 0) -> CheckResult:
              Case("a confident, wrong one: large logits stay finite", dict(logits_q=torch.full((2,), -200.0), logits_p=torch.full((2,), 200.0))),
              Case("different batch sizes", dict(logits_q=_rn(g, 5), logits_p=_rn(g, 3))),
              Case("float64", dict(logits_q=_rn(g, 4, dtype=torch.float64), logits_p=_rn(g, 4, dtype=torch.float64)))]
+    mistakes = {"labels swapped: the q-samples (real images, encoded latents) get label 1, the p-samples label 0":
+                    lambda logits_q, logits_p: 0.5 * (F.softplus(logits_q).mean() + F.softplus(-logits_p).mean()),
+                "average the two batch losses (0.5 * (...)), do not add them":
+                    lambda logits_q, logits_p: F.softplus(-logits_q).mean() + F.softplus(logits_p).mean()}
     return check_function(fn, discriminator_loss, cases, name="discriminator_loss", hint=DISC_HINT,
-                          grad_wrt=("logits_q", "logits_p"))
+                          grad_wrt=("logits_q", "logits_p"), mistakes=mistakes)
