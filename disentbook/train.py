@@ -20,7 +20,7 @@ from .objectives.base import Objective, make_objective
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'READABLE_FORMATS', 'TrainConfig', 'Trainer', 'CheckpointNotFoundError', 'write_checkpoint',
-           'clean_run_dir', 'read_checkpoint_config', 'load_checkpoint', 'load_model', 'model_spec']
+           'clean_run_dir', 'read_checkpoint_config', 'state_path', 'load_checkpoint', 'load_model', 'model_spec']
 
 # %% ../nbs/04_train.ipynb #c679a00a
 def _integer(v, lo: int):
@@ -332,6 +332,10 @@ def read_checkpoint_config(path: str | os.PathLike) -> dict:
         raise CorruptFileError(f"the checkpoint {path} is incomplete: config.json names {cfg['state_file']}, "
                                "which is missing")
     return cfg
+
+def state_path(path: str | os.PathLike) -> Path:
+    "The committed state file of the checkpoint directory `path` (`state-STEP-SHA.pt`; `state.pt` in format 1)."
+    return Path(path) / read_checkpoint_config(path)["state_file"]
 
 def _read_state(path: Path, cfg: dict, map_location="cpu") -> dict:
     f = Path(path) / cfg["state_file"]

@@ -10,7 +10,8 @@ from torch import nn
 
 from disentbook import core
 from disentbook.core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLossError
-from disentbook.train import (CheckpointNotFoundError, TrainConfig, Trainer, load_checkpoint, load_model, read_checkpoint_config)
+from disentbook.train import (CheckpointNotFoundError, TrainConfig, Trainer, load_checkpoint, load_model, read_checkpoint_config,
+                              state_path)
 from disentbook.objectives.base import Objective, make_objective, register_objective
 
 
@@ -221,6 +222,7 @@ def test_checkpoint_layout_and_weights_only(tmp_path):
     assert c["step"] == 12 and c["model"] == t.model.config and c["objective"] == t.objective.config
     assert c["train"] == t.config.to_dict() and c["torch_version"] == torch.__version__ and c["format_version"] == 2
     blob = (ck / c["state_file"]).read_bytes()
+    assert state_path(ck) == ck / c["state_file"]
     assert c["state_bytes"] == len(blob) and c["state_sha256"] == hashlib.sha256(blob).hexdigest()
     assert c["state_file"] == f"state-0000012-{c['state_sha256'][:12]}.pt"
     state = torch.load(ck / c["state_file"], weights_only=True)
