@@ -32,7 +32,7 @@ def test_unknown_names(capsys):
 def test_bad_scale_and_params(capsys):
     with pytest.raises(SystemExit) as e: main(["reproduce", "vae", "--scale", "huge"])
     assert e.value.code == 2 and "invalid choice: 'huge'" in capsys.readouterr().err
-    rc, _, err = run(capsys, "train", "--param", "beta")
+    rc, _, err = run(capsys, "train", "--param", "beta", "--device", "cpu")
     assert rc == 2 and "KEY=VALUE" in err
     rc, _, err = run(capsys, "train", "--method", "beta_vae", "--param", "beta=-1", "--steps", "1")
     assert rc == 2 and "beta must be >= 0" in err
@@ -58,21 +58,20 @@ def test_reproduce_smoke(capsys, tmp_path):
     out = tmp_path / "res"
     rc, stdout, err = run(capsys, "reproduce", "vae", "--scale", "smoke", "--out", str(out), "--device", "cpu")
     assert rc == 0, err
-    m = json.loads((out / "metrics.json").read_text())
-    assert m["steps"] == 20 and m["n"] == 128 and 0 < m["recon_mse_per_pixel"] < 1
-    assert m["paper"]["recon_error_per_pixel"] == 0.0032
-    assert "| quantity | ours | paper |" in stdout
+    assert (out / "metrics.json").is_file() and "finished in" in stdout    # the report's content: tests of repro.vae
+    rc, _, err = run(capsys, "reproduce", "vae", "--scale", "smoke", "--out", str(out), "--device", "cpu")
+    assert rc == 2 and "already holds a reproduction" in err and "--resume" in err
 
 
 def test_train_and_resume(capsys, tmp_path):
     out = tmp_path / "t"
     args = ["train", "--method", "beta_vae", "--param", "beta=2", "--dataset", "digits", "--batch-size", "8",
-            "--latent-dim", "3", "--out", str(out), "--device", "cpu"]
+            "--latent-dim", "3", "--out", str(out), "--device", "cpu", "--hidden", "16", "--no-eval", "--data-param", "n=64"]
     assert run(capsys, *args, "--steps", "3")[0] == 0
-    cfg = json.loads((out / "train" / "checkpoint" / "config.json").read_text())
+    cfg = json.loads((out / "checkpoint" / "config.json").read_text())
     assert cfg["objective"] == {"name": "beta_vae", "beta": 2.0} and cfg["step"] == 3
     assert run(capsys, *args, "--steps", "5", "--resume")[0] == 0
-    assert json.loads((out / "train" / "checkpoint" / "config.json").read_text())["step"] == 5
+    assert json.loads((out / "checkpoint" / "config.json").read_text())["step"] == 5
     # resuming with a different model or objective configuration is refused, naming the differing key
     rc, _, err = run(capsys, *[a if a != "3" else "4" for a in args], "--steps", "6", "--resume")
     assert rc == 2 and "latent_dim" in err, err
@@ -91,6 +90,6 @@ def test_reproduce_options_reach_the_reproduction(capsys, tmp_path, monkeypatch)
     assert rc == 0, err
     assert seen == dict(scale="smoke", seed=3, sweep=False, celeba_root="/data/celeba")
     rc, _, err = run(capsys, "reproduce", "echo", "--scale", "smoke", "-o", "colour=red")
-    assert rc == 2 and "has no option colour; it accepts: sweep, celeba_root" in err
+    assert rc == 2 and "has no option colour; it accepts: sweep, celeba_root" in err and "\n" not in err.strip()
     rc, _, err = run(capsys, "reproduce", "echo", "--scale", "smoke", "-o", "sweep")
     assert rc == 2 and "expected KEY=VALUE" in err
