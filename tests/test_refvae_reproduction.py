@@ -1,0 +1,84 @@
+"""`disentbook reproduce refvae`: paper values, evaluation, claims, figures and a reduced end-to-end run."""
+import dataclasses, json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from disentbook.core import InputError, REPRODUCTIONS, paper_values
+from disentbook.nets import VAE
+from disentbook.objectives.refvae import RefVAE
+from disentbook.repro import refvae as R
+from disentbook.repro.harness import HOLDS, FAILS, judge_claim, reproduce, scale_config
+
+
+@pytest.fixture(scope="module")
+def smoke_data():
+    cfg = scale_config(R.REFVAE_PAPER, "smoke")
+    return cfg, R.refvae_data("MNIST", cfg, 0, {})
+
+
+def test_paper_values_table1():
+    pv = paper_values("refvae").query("table == 'Table 1' and dataset == 'MNIST'")
+    assert set(pv.row) == set(R.MNIST_ROWS)
+    for row, g in pv.groupby("row"):
+        per = g[g.metric.isin([f"{n}_mae" for n in ("R", "G", "B", "scale", "width")])].value
+        assert len(per) == 5 and abs(per.mean() - g.query("metric == 'avg_mae'").value.item()) < 1.5e-3
+    assert pv.query("row == 'sRb-VAE' and metric == 'avg_mae'").value.item() == 0.06
+    assert pv.query("row == 'Rb-VAE' and metric == 'avg_mae_z'").value.item() == 0.195
+
+
+def test_registered_and_scales():
+    assert "refvae" in REPRODUCTIONS
+    for s in ("smoke", "quick", "gpu", "paper"): assert scale_config(R.REFVAE_PAPER, s)["train"]["batch_size"] == 36
+    specs = R.refvae_models(scale_config(R.REFVAE_PAPER, "quick"), {})
+    assert [s["row"] for s in specs] == list(R.MNIST_ROWS) and len({s["slug"] for s in specs}) == 9
+
+
+def test_claims_follow_the_results():
+    "With values ordered as in the paper every claim holds; reversing sRb-VAE's and Mathieu's averages breaks claim 1."
+    pv = paper_values("refvae").query("dataset == 'MNIST'")
+    rng = np.random.default_rng(0)
+    res = {r: {m: list(v + 1e-4 * rng.standard_normal(3)) for m, v in g.set_index("metric").value.items()}
+           for r, g in pv.groupby("row")}
+    res["sRb-VAE"]["e_sensitivity"], res["Rb-VAE"]["e_sensitivity"] = [0.1, 0.11, 0.12], [0.01, 0.0, 0.02]
+    verdicts = [judge_claim(c, res, "quick")["verdict"] for c in R.REFVAE_CLAIMS]
+    assert verdicts == [HOLDS] * len(R.REFVAE_CLAIMS), verdicts
+    res["sRb-VAE"]["avg_mae"], res["Mathieu et al."]["avg_mae"] = res["Mathieu et al."]["avg_mae"], res["sRb-VAE"]["avg_mae"]
+    assert judge_claim(R.REFVAE_CLAIMS[0], res, "quick")["verdict"] == FAILS
+
+
+def test_evaluate_keys(smoke_data):
+    cfg, data = smoke_data
+    torch.manual_seed(0)
+    ref = R.refvae_model(dict(objective="srb_vae"), data, cfg).eval()
+    plain = R.refvae_model(dict(objective="vae"), data, cfg).eval()
+    assert isinstance(ref, RefVAE) and isinstance(plain, VAE) and plain.latent_dim == ref.z_dim + ref.e_dim
+    a, b = R.evaluate_refvae(ref, data, cfg, 0, {}), R.evaluate_refvae(plain, data, cfg, 0, {})
+    for k in ("R_mae", "G_mae", "B_mae", "scale_mae", "width_mae", "avg_mae", "baseline_mae", "rec_l1"):
+        assert np.isfinite(a[k]) and np.isfinite(b[k])
+    assert {"avg_mae_z", "z_gap", "e_sensitivity"} <= set(a) and not {"avg_mae_z", "e_sensitivity"} & set(b)
+    assert a["z_gap"] == pytest.approx(a["avg_mae_z"] - a["avg_mae"])
+
+
+def test_figure_grids(smoke_data):
+    cfg, data = smoke_data
+    m = R.refvae_model(dict(objective="rb_vae"), data, cfg).eval()
+    x = data.probe_test.images
+    assert R.synthesis_grid(m, x[:3], n_e=4).shape == (3 * 29 + 1, 5 * 29 + 1, 3)
+    assert R.transfer_grid(m, x[:2], x[2:5]).shape == (3 * 29 + 1, 4 * 29 + 1, 3)
+
+
+def test_reduced_reproduction_end_to_end(tmp_path):
+    "Two rows at smoke scale through the harness: report, table, figures; a finished report is not overwritten."
+    rows = ("Rb-VAE", "sRb-VAE")
+    table = dataclasses.replace(R.MNIST_TABLE, models=lambda cfg, o: [s for s in R.refvae_models(cfg, o) if s["row"] in rows])
+    paper = dataclasses.replace(R.REFVAE_PAPER, tables=(table, R.AFFECTNET_TABLE))
+    res = reproduce(paper, "smoke", out_dir=tmp_path, device="cpu")
+    for f in ("report.md", "table.csv", "figure4_conditional_synthesis.png", "figure5_style_transfer.png"):
+        assert (tmp_path / f).stat().st_size > 0
+    cells = {(r["row"], r["metric"]): r for r in res["table"]}
+    assert cells[("Rb-VAE", "avg_mae")]["paper"] == 0.07 and np.isfinite(cells[("Rb-VAE", "avg_mae")]["mean"])
+    assert "Table 1 (AffectNet)" in res["skipped"]
+    with pytest.raises(InputError, match="finished report"): reproduce(paper, "smoke", out_dir=tmp_path, device="cpu")
