@@ -12,7 +12,7 @@ from disentbook import core
 from disentbook.core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLossError
 from disentbook.train import (CheckpointNotFoundError, TrainConfig, Trainer, load_checkpoint, load_model, read_checkpoint_config,
                               state_path)
-from disentbook.objectives.base import Objective, make_objective, register_objective
+from disentbook.objectives.base import Objective, Param, make_objective, register_objective
 
 
 class TinyVAE(nn.Module):
@@ -47,6 +47,7 @@ def elbo_terms(model, x):
 
 @register_objective("test_elbo")
 class ELBO(Objective):
+    params = dict(beta=Param("float", 1.0, "KL weight", low=0))
     def __init__(self, beta=1.0): super().__init__(beta=beta); self.beta = beta
     def forward(self, model, batch, step):
         o, rec, kl = elbo_terms(model, batch["x"])
@@ -61,6 +62,7 @@ def disc_loss(disc, z, zp):
 @register_objective("test_factor")
 class Factor(Objective):
     "FactorVAE-like: the main loss uses the discriminator's log-odds as TC estimate; the discriminator opposes it."
+    params = dict(gamma=Param("float", 10.0, "TC weight", low=0), zdim=Param("int", 3, "latents", low=1))
     def __init__(self, gamma=10.0, zdim=3):
         super().__init__(gamma=gamma, zdim=zdim); self.gamma = gamma
         self.aux_nets["disc"] = nn.Sequential(nn.Linear(zdim, 32), nn.LeakyReLU(0.2), nn.Linear(32, 2))
