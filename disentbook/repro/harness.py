@@ -165,9 +165,11 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, k: float = 
 
 def combine(verdicts: list[str], need: str = "all") -> str:
     "A claim's verdict from its parts' verdicts."
-    if not verdicts or NOT_CHECKED in verdicts: return NOT_CHECKED
+    if not verdicts or (need == "all" and NOT_CHECKED in verdicts): return NOT_CHECKED
     if need == "all":
         return FAILS if FAILS in verdicts else HOLDS if all(v == HOLDS for v in verdicts) else INCONCLUSIVE
+    verdicts = [v for v in verdicts if v != NOT_CHECKED]        # 'most': parts that cannot be checked do not count
+    if not verdicts: return NOT_CHECKED
     half = len(verdicts) / 2
     return HOLDS if verdicts.count(HOLDS) > half else FAILS if verdicts.count(FAILS) > half else INCONCLUSIVE
 
@@ -191,19 +193,29 @@ class Metric:
 @dataclasses.dataclass
 class Table:
     "A table of the paper: models × metrics on one dataset, its paper values, and when it is run."
-    name: str                                   # e.g. 'Table 1a' (the `table` column of the paper's CSV)
-    dataset: str                                # the data key handed to `Paper.data`
-    models: tuple | Callable                    # model_spec dicts, or fn(cfg) -> list of them
+    name: str                                   # unique within the paper, e.g. 'Table 1a', 'Figure 1'
+    dataset: str | Callable                     # the data key handed to `Paper.data` (or fn(options) -> key)
+    models: tuple | Callable                    # model_spec dicts, or fn(cfg, options) -> list of them
     metrics: tuple = ()
-    paper_table: str | None = None              # None: no paper values (sweeps, qualitative runs)
+    paper_table: str | None = None              # the CSV's `table` column; None: no paper values (a sweep)
     paper_dataset: str | None = None            # the CSV's `dataset` column, when the table has several
-    when: Callable | None = None                # fn(options) -> bool; None: always
+    when: Callable | None = None                # fn(ctx) -> bool: does this call run the table? None: always
     skip_note: str = ""                         # said in the report when `when` is false
     title: str = ""
+    cfg: dict | Callable | None = None          # overrides of the scale config for its runs (or fn(cfg) -> them)
 
-    def specs(self, cfg: dict) -> list[dict]:
+    def specs(self, cfg: dict, options: dict) -> list[dict]:
         "The model specs of this table at scale config `cfg`, in row order."
-        return list(self.models(cfg) if callable(self.models) else self.models)
+        return list(self.models(cfg, options) if callable(self.models) else self.models)
+
+    def dataset_name(self, options: dict) -> str:
+        "The data key of this table for these options."
+        return self.dataset(options) if callable(self.dataset) else self.dataset
+
+    def run_config(self, cfg: dict) -> dict:
+        "The scale config of this table's runs: `cfg` with this table's overrides merged in (one level deep)."
+        over = self.cfg(cfg) if callable(self.cfg) else (self.cfg or {})
+        return {**cfg, **{k: ({**cfg.get(k, {}), **v} if isinstance(v, dict) else v) for k, v in over.items()}}
 
 @dataclasses.dataclass
 class Paper:
@@ -222,6 +234,7 @@ class Paper:
     sections: Callable | None = None            # fn(ctx) -> markdown lines added to the report
     notes: Callable | None = None               # fn(ctx) -> lines under the scale header (settings, caveats)
     seeded_data: bool = False                   # does the data depend on the seed (e.g. generated per seed)?
+    values: str | None = None                   # the paper-values CSV (default: `name`)
 
 PAPERS = Registry("paper")
 
@@ -297,9 +310,11 @@ def load_data(paper: Paper, dataset: str, cfg: dict, seed: int, options: dict):
         _DATA_CACHE[key] = paper.data(dataset, cfg, seed, options)
     return _DATA_CACHE[key]
 
-def run_cfg(cfg: dict, spec: dict) -> dict:
-    "The scale config of one run: the spec's `data` overrides (a sample-size sweep) merged into `cfg['data']`."
-    return dict(cfg, data={**cfg.get("data", {}), **spec.get("data", {})}) if spec.get("data") else cfg
+def run_cfg(cfg: dict, spec: dict, dataset: str | None = None) -> dict:
+    "The config of one run: the spec's `data` overrides (a sample-size sweep) merged into `cfg['data']`; its `dataset`."
+    out = dict(cfg, data={**cfg.get("data", {}), **spec.get("data", {})}) if spec.get("data") else dict(cfg)
+    if dataset is not None: out["dataset"] = dataset
+    return out
 
 def run_dir(root, dataset: str, spec: dict, seed: int) -> Path:
     "Directory of one run."
@@ -307,7 +322,7 @@ def run_dir(root, dataset: str, spec: dict, seed: int) -> Path:
 
 def run_settings(job: dict) -> dict:
     "Everything that determines a run's result (compared with `settings.json` / `eval.json` to reuse it)."
-    cfg = run_cfg(job["cfg"], job["spec"])
+    cfg = run_cfg(job["cfg"], job["spec"], job["dataset"])
     return json.loads(json.dumps(dict(paper=job["paper"], dataset=job["dataset"], method=job["spec"]["objective"],
                                       params=job["spec"]["params"], seed=job["seed"],
                                       **{k: cfg.get(k) for k in ("train", "eval", "data", "model", "objective")})))
@@ -325,7 +340,7 @@ def train_run(job: dict) -> dict:
     if sj.exists() and json.loads(sj.read_text()) != settings and (out / "train").exists():
         shutil.rmtree(out / "train")                                      # another configuration: start afresh
     write_json(settings, sj)
-    cfg, dev = run_cfg(job["cfg"], spec), torch.device(job.get("device") or "cpu")
+    cfg, dev = run_cfg(job["cfg"], spec, job["dataset"]), torch.device(job.get("device") or "cpu")
     data = load_data(paper, job["dataset"], cfg, seed, job.get("options", {}))
     seed_everything(seed)                                                 # before the model is built
     model = (paper.model or default_model)(spec, data, cfg).to(dev)
@@ -375,6 +390,7 @@ class Context:
         self.results: dict = {}          # table -> row -> [metrics dict per seed]
         self.specs: dict = {}            # table -> [spec]
         self.skipped: dict = {}          # table -> why it was not run
+        self.datasets: dict = {}         # table -> its data key
         self.notes: list[str] = []
         self._models: dict = {}
 
@@ -397,16 +413,23 @@ class Context:
 
     def model(self, table: str, row: str, seed: int | None = None):
         "The trained model of `row` in `table` (first seed by default), loaded from its checkpoint."
-        t = self.paper_table(table); spec = self.spec(table, row); seed = self.seeds[0] if seed is None else seed
-        key = (t.dataset, spec["slug"], seed)
+        ds, spec = self.datasets[table], self.spec(table, row); seed = self.seeds[0] if seed is None else seed
+        key = (ds, spec["slug"], seed)
         if key not in self._models:
-            self._models[key] = load_model(run_dir(self.out, t.dataset, spec, seed) / "train" / "checkpoint", device=self.device)
+            self._models[key] = load_model(run_dir(self.out, ds, spec, seed) / "train" / "checkpoint", device=self.device)
         return self._models[key]
 
-    def data(self, dataset: str, seed: int | None = None, spec: dict | None = None):
-        "The paper's data for `dataset` (first seed by default)."
-        cfg = run_cfg(self.cfg, spec or {})
-        return load_data(self.paper, dataset, cfg, self.seeds[0] if seed is None else seed, self.options)
+    def history(self, table: str, row: str, seed: int | None = None):
+        "The training history (DataFrame) of `row` in `table` (first seed by default)."
+        import pandas as pd
+        spec, seed = self.spec(table, row), self.seeds[0] if seed is None else seed
+        return pd.read_csv(run_dir(self.out, self.datasets[table], spec, seed) / "train" / "history.csv")
+
+    def data(self, table: str, seed: int | None = None, spec: dict | None = None):
+        "The paper's data of `table`'s runs (first seed by default; `spec`: with its data overrides)."
+        ds = self.datasets[table]
+        cfg = run_cfg(self.paper_table(table).run_config(self.cfg), spec or {}, ds)
+        return load_data(self.paper, ds, cfg, self.seeds[0] if seed is None else seed, self.options)
 
     def paper_table(self, name: str) -> Table:
         return next(t for t in self.paper.tables if t.name == name)
@@ -451,8 +474,7 @@ def traversal_panel(models: list, x0, x_kl, n_dims: int = 5, n_steps: int = 9, s
 def traversal_figures(ctx: Context, table: str, span: float = 2.5, rank: str = "posterior", prefix: str = "") -> dict:
     "Figures 'traversals.png' (every model of `table`, first seed) and 'traversals/<slug>.png' (one per model)."
     if table not in ctx.results: return {}
-    t = ctx.paper_table(table)
-    x = show_images(ctx.data(t.dataset), 500, ctx.seeds[0])
+    x = show_images(ctx.data(table), 500, ctx.seeds[0])
     figs, models = {}, []
     for spec in ctx.specs[table]:
         m = ctx.model(table, ctx.row(spec)); models.append((spec["label"], m))
@@ -495,14 +517,14 @@ def cell_verdict(values, metric: Metric, paper: float | None, paper_std: float |
     if v == FAILS: return f"miss ({'higher' if seed_stats(values)[0] > hi else 'lower'})"
     return {HOLDS: "hit", INCONCLUSIVE: "inconclusive"}.get(v, "—")
 
-def table_rows(values: dict, table: Table, paper: dict, scale: str) -> list[dict]:
+def table_rows(values: dict, table: Table, paper: dict, scale: str, dataset: str | None = None) -> list[dict]:
     "Long-form rows of a table: row, metric, n, mean, std, seed values, paper, paper_std, verdict."
-    rows = []
+    rows, dataset = [], dataset or (table.dataset if isinstance(table.dataset, str) else None)
     for row, m in values.items():
         for mt in table.metrics:
             v = m.get(mt.key, []); p = paper.get(row, {})
             mean, se, n = seed_stats(v)
-            rows.append(dict(table=table.name, dataset=table.dataset, row=row, metric=mt.key, n=n, mean=mean,
+            rows.append(dict(table=table.name, dataset=dataset, row=row, metric=mt.key, n=n, mean=mean,
                              std=se * math.sqrt(n) if n > 1 else float("nan"), values=list(v), paper=p.get(mt.key),
                              paper_std=p.get(mt.key + "_std"),
                              verdict=cell_verdict(v, mt, p.get(mt.key), p.get(mt.key + "_std"), scale)))
@@ -510,16 +532,17 @@ def table_rows(values: dict, table: Table, paper: dict, scale: str) -> list[dict
 
 def table_markdown(rows: list[dict], table: Table) -> str:
     "Markdown: one line per model, per metric 'ours (mean ± std) | paper | verdict'; n seeds in the last column."
-    fmt = {m.key: m.fmt for m in table.metrics}; has_paper = table.paper_table is not None
-    head = " | ".join(f"{m.label} ours" + (" | paper | verdict" if has_paper else "") for m in table.metrics)
-    L = [f"| model | {head} | seeds |", "|" + "---|" * (2 + len(table.metrics) * (3 if has_paper else 1))]
     by = {}
     for r in rows: by.setdefault(r["row"], {})[r["metric"]] = r
+    paired = {m.key: table.paper_table is not None and (m.tol is not None or any(c[m.key]["paper"] is not None for c in by.values()))
+              for m in table.metrics}                         # a metric the paper reports: ours | paper | verdict
+    head = " | ".join(f"{m.label} ours | paper | verdict" if paired[m.key] else m.label for m in table.metrics)
+    L = [f"| model | {head} | seeds |", "|" + "---|" * (2 + sum(3 if paired[m.key] else 1 for m in table.metrics))]
     for row, cells in by.items():
         c = []
         for m in table.metrics:
             r = cells[m.key]; c.append(_fmt(r["mean"], m.fmt, r["std"]))
-            if has_paper: c += [_fmt(r["paper"], m.fmt, r["paper_std"]), r["verdict"]]
+            if paired[m.key]: c += [_fmt(r["paper"], m.fmt, r["paper_std"]), r["verdict"]]
         L.append(f"| {row} | " + " | ".join(c) + f" | {max(r['n'] for r in cells.values())} |")
     return "\n".join(L)
 
@@ -562,19 +585,20 @@ def _jobs(paper, ctx, cfg, out, dev) -> tuple[list, list]:
     "The jobs of every table this call runs (a run shared by two tables trains once) and (table, spec, seed) per job."
     jobs, where, seen = [], [], {}
     for t in paper.tables:
-        if t.when is not None and not t.when(ctx.options):
+        if t.when is not None and not t.when(ctx):
             ctx.skipped[t.name] = t.skip_note or "not run"; continue
-        specs = t.specs(cfg)
-        try: ctx.data(t.dataset)                                          # fail early, in this process, if missing
+        specs, tcfg = t.specs(cfg, ctx.options), t.run_config(cfg)
+        ctx.datasets[t.name] = ds = t.dataset_name(ctx.options)
+        try: ctx.data(t.name)                                             # fail early, in this process, if missing
         except DataNotFoundError as e:
             ctx.skipped[t.name] = f"skipped: {e}"; print(f"{t.name}: {ctx.skipped[t.name]}"); continue
         ctx.specs[t.name] = specs
         for s in specs:
             for seed in ctx.seeds:
-                key = (t.dataset, s["slug"], seed)
+                key = (ds, s["slug"], seed)
                 if key not in seen:
                     seen[key] = len(jobs)
-                    jobs.append(dict(paper=paper.name, dataset=t.dataset, spec=s, seed=seed, cfg=cfg, root=str(out),
+                    jobs.append(dict(paper=paper.name, dataset=ds, spec=s, seed=seed, cfg=tcfg, root=str(out),
                                      device=str(dev), options={k: v for k, v in ctx.options.items() if _jsonable(v)}))
                 where.append((t.name, s, seed, seen[key]))
     return jobs, where
@@ -613,7 +637,7 @@ def _claims(ctx) -> list[dict]:
     out = []
     for c in claims:
         t = ctx.paper_table(c.table or first)
-        paper = paper_lookup(ctx.paper.name, t.paper_table, t.paper_dataset) if t.paper_table else {}
+        paper = paper_lookup(ctx.paper.values or ctx.paper.name, t.paper_table, t.paper_dataset) if t.paper_table else {}
         out.append(judge_claim(c, ctx.values(t.name), ctx.scale, paper) | dict(table=t.name))
     return out
 
@@ -627,8 +651,8 @@ def _finish(ctx: Context, train_seconds: float, t0: float) -> dict:
     rows, md_tables = [], []
     for t in p.tables:
         if t.name not in ctx.results or not t.metrics: continue
-        paper = paper_lookup(p.name, t.paper_table, t.paper_dataset) if t.paper_table else {}
-        r = table_rows(ctx.values(t.name), t, paper, ctx.scale); rows += r
+        paper = paper_lookup(p.values or p.name, t.paper_table, t.paper_dataset) if t.paper_table else {}
+        r = table_rows(ctx.values(t.name), t, paper, ctx.scale, ctx.datasets[t.name]); rows += r
         md_tables += [f"## {t.title or t.name}", "", table_markdown(r, t), ""]
     claims = _claims(ctx)
     seconds = time.perf_counter() - t0
