@@ -9,11 +9,12 @@ __all__ = []
 # %% ../nbs/92_package.ipynb #d3e5324e
 from . import core, checking
 from .data import base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet
+from .data import digit_style, shapes3d, colored_mnist
 from . import nets
-from .objectives import base, vae, dipvae, tcwae, contrastive
+from .objectives import base, density_ratio, vae, dipvae, tcwae, contrastive, refvae, invariance
 from . import train, engine
 from .eval import metrics, scores, protocols, viz, dipvae
-from .repro import vae, dipvae, tcwae, contrastive
+from .repro import harness, vae, dipvae, tcwae, contrastive, invariance
 from .classroom import exercises, widgets
-del base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet
-del vae, dipvae, tcwae, contrastive, metrics, scores, protocols, viz, exercises, widgets
+del base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet, digit_style, shapes3d, colored_mnist
+del density_ratio, refvae, invariance, harness, vae, dipvae, tcwae, contrastive, metrics, scores, protocols, viz, exercises, widgets
