@@ -184,7 +184,9 @@ def _procedural_ok(name: str) -> bool:
 def cmd_data(args):
     from disentbook.data import registry
     if args.action == "list":
-        print(registry.list_datasets().to_string(index=False)); return 0
+        from disentbook.data.digits import digits_source
+        print(registry.list_datasets().to_string(index=False))
+        print(f"\ndigits (MNIST) in use: {digits_source()}"); return 0
     if not args.name: raise InputError(f"`disentbook data {args.action}` needs a dataset NAME")
     if args.action == "verify":
         rows = registry.verify(args.name)
