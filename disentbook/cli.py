@@ -418,9 +418,10 @@ def cmd_evaluate(args):
 
 def cmd_student_edition(args):
     from disentbook.classroom.exercises import student_edition
-    info = student_edition(args.src, args.dst)
-    print(f"student edition written to {info['dst']}: {info['solutions']} solution(s) replaced by stubs, "
-          f"{info['instructor_cells_removed']} instructor-only cell(s) removed, outputs cleared")
+    infos = student_edition(args.src, args.dst)          # a notebook, or a folder of them
+    for info in infos if isinstance(infos, list) else [infos]:
+        print(f"student edition written to {info['dst']}: {info['solutions']} solution(s) replaced by stubs, "
+              f"{info['instructor_cells_removed']} instructor-only cell(s) removed, outputs cleared")
     return 0
 
 # %% ../nbs/90_cli.ipynb #63410200

@@ -292,3 +292,12 @@ def test_cli_student_edition(capsys, tmp_path, instructor_nb):
     src = _write(tmp_path / "bad.ipynb", [nbformat.v4.new_code_cell("### END SOLUTION")])
     assert main(["student-edition", str(src), str(tmp_path / "u.ipynb")]) == 2
     assert "without a `### BEGIN SOLUTION`" in capsys.readouterr().err
+
+
+def test_cli_student_edition_of_a_folder(capsys, tmp_path):
+    src = Path(__file__).parents[1] / "nbs" / "exercises"
+    assert main(["student-edition", str(src), str(tmp_path / "student")]) == 0
+    out = capsys.readouterr().out
+    written = sorted(p.name for p in (tmp_path / "student").glob("*.ipynb"))
+    assert written == sorted(p.name for p in src.glob("*.ipynb") if "### BEGIN SOLUTION" in p.read_text())
+    assert out.count("student edition written to") == len(written) >= 4
