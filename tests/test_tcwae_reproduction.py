@@ -1,4 +1,4 @@
-"TCWAE reproduction: the smoke run end to end, hit/miss and findings, the figures, the sweep runner (local and Ray), loaders."
+"TCWAE reproduction on the harness: settings, findings on the paper's numbers, figures, smoke end to end, Ray runner, loaders."
 import importlib.util, json, math
 from pathlib import Path
 
@@ -38,31 +38,31 @@ def test_paper_values_transcribed():
 
 
 def test_scales_and_settings():
-    assert R.TRAIN_OPTIM == dict(lr=4e-4, betas=(0.9, 0.999), eps=8e-4)
-    paper = R._scale_config("paper")
-    assert paper["batch_size"] == 256 and len(paper["seeds"]) == 5 and paper["disc"]["disc_lr"] == 1e-4
-    assert paper["grid"]["betas"] == list(R.PAPER_GRID) == [1, 5, 10, 50, 100, 150]
-    with pytest.raises(InputError, match="scale must be one of"): R._scale_config("huge")
-    cfg = R._scale_config("quick")
-    kw = R.objective_kwargs(R.mws_spec(50, 100), cfg, 737_280)
-    assert kw["dataset_size"] == 737_280 and "disc_lr" not in kw
-    kw = R.objective_kwargs(R.gan_spec(100, 5), cfg, 737_280)
-    assert kw["disc_hidden"] == 1000 and kw["disc_depth"] == 6 and "dataset_size" not in kw
+    from disentbook.repro.harness import build_objective, default_model, scale_config
+    paper = scale_config(R.TCWAE, "paper")
+    assert paper["train"]["batch_size"] == 256 and paper["seeds"] == 5 and paper["objective"]["disc_lr"] == 1e-4
+    assert paper["train"]["lr"] == 4e-4 and paper["train"]["eps"] == 8e-4 and paper["grid"]["betas"] == list(R.PAPER_GRID)
+    assert scale_config(R.TCWAE, "quick")["seeds"] >= 3 and scale_config(R.TCWAE, "gpu")["seeds"] >= 5
+    with pytest.raises(InputError, match="scale must be one of"): scale_config(R.TCWAE, "huge")
+    data = R.load_tcwae_data("dsprites_small", {}, 0, {})
+    model = default_model(R.mws_spec(50, 100), data, {})
+    obj = build_objective(R.gan_spec(100, 5), data, model, scale_config(R.TCWAE, "quick"))
+    assert obj.config["disc_hidden"] == 1000 and obj.config["disc_depth"] == 6
+    assert build_objective(R.mws_spec(50, 100), data, model, {}).config["dataset_size"] == len(data) == 5760
 
 
-def test_judge_aggregate_findings():
-    assert R.judge("mig", 0.30, 0.36, 0.04) == "hit" and R.judge("mig", 0.2, 0.36, 0.04) == "miss (lower)"
-    assert R.judge("rec", 3.6, 3.01, 0.03) == "miss (higher)" and R.judge("sap", float("nan"), 0.1) == "n/a"
-    with pytest.raises(InputError): R.judge("fid", 1, 1)
-    a = R.aggregate([dict(rec=1.0, mig=0.1), dict(rec=3.0, mig=0.3)])
-    assert a["rec"][0] == 2.0 and a["rec"][1] == pytest.approx(math.sqrt(2))
-    paper = {row: {k: (v[k], v[k + "_std"]) for k in ("rec", "mig", "factorvae", "sap")} for row, v in R._pv("Table 1a").items()}
-    assert all(f["holds"] for f in R.check_findings(paper))
-    worse = {r: dict(v) for r, v in paper.items()}
-    worse["TCWAE-MWS (beta=50, xent)"]["rec"] = (5.0, 0.0)                # 2 log units above WAE: not comparable
-    f = R.check_findings(worse, 1000)
-    assert f[0]["holds"] and f[1]["holds"] is False
-    assert R.check_findings({})[0]["holds"] is None
+def test_findings_hold_on_the_papers_own_numbers():
+    from disentbook.repro.harness import judge_claim, paper_lookup
+    pv = paper_lookup("tcwae", "Table 1a")
+    z = np.array([-2, -1, 0, 1, 2]) / math.sqrt(2.5)                         # five seeds, sample std 1
+    seeds = {r: {k: list(m[k] + m[k + "_std"] * z) for k in ("rec", "mig", "factorvae", "sap")} for r, m in pv.items()}
+    assert [judge_claim(c, seeds)["verdict"] for c in R.CLAIMS] == ["holds", "holds", "holds"]
+    # with three seeds at the paper's spread, (2) and (3) are within 2 standard errors: inconclusive, not "holds"
+    three = {r: {k: [m[k] - m[k + "_std"], m[k], m[k] + m[k + "_std"]] for k in ("rec", "mig", "factorvae", "sap")} for r, m in pv.items()}
+    assert [judge_claim(c, three)["verdict"] for c in R.CLAIMS] == ["holds", "inconclusive", "inconclusive"]
+    seeds["TCWAE-MWS (beta=50, xent)"]["rec"] = [5.0, 5.1, 4.9]                 # 2 log units above WAE: not comparable
+    assert judge_claim(R.CLAIMS[1], seeds)["verdict"] == "fails"
+    assert judge_claim(R.CLAIMS[0], {})["verdict"] == "not checked"
 
 
 def test_figures_render(tmp_path):
@@ -77,41 +77,31 @@ def test_figures_render(tmp_path):
     for f in ("f1", "f3", "f6"): assert (tmp_path / f"{f}.png").stat().st_size > 1000
 
 
-def test_smoke_end_to_end_and_resume(tmp_path):
+def test_smoke_end_to_end(tmp_path):
     res = REPRODUCTIONS["tcwae"]("smoke", out_dir=tmp_path, device="cpu", data="dsprites_small")
     for f in ("report.md", "metrics.json", "table.csv", "traversals.png", "traversals/wae_mmd_xent_lam200.png",
-              "models/tcwae_mws_beta50_xent_gamma100_s0/eval.json", "models/factor_vae_gamma100_s0/train/checkpoint/state.pt"):
+              "runs/dsprites_small/tcwae_mws_beta50_xent_gamma100/seed0/eval.json",
+              "runs/dsprites_small/factor_vae_gamma100/seed0/train/checkpoint/config.json"):
         assert (tmp_path / f).stat().st_size > 0, f
     md = (tmp_path / "report.md").read_text()
-    pv = R._pv("Table 1a")
-    for row, v in pv.items():
+    from disentbook.repro.harness import paper_lookup
+    for row, v in paper_lookup("tcwae", "Table 1a").items():
         assert f"| {row} |" in md and f"{v['mig']:.3f} ± {v['mig_std']:.3f}" in md
-    m = json.loads((tmp_path / "metrics.json").read_text())
-    for row in pv: assert set(m["table1a"][row]) >= {"rec", "mig", "factorvae", "sap"}
-    assert all(np.isfinite(m["table1a"][r]["rec"][0]) for r in pv)
-    assert len(m["findings"]) == 3 and "Figures 1, 3, 6 not run" in md
-    # a second call reuses every trained model (no training: the eval.json settings match)
-    job = R.make_jobs(R.DSPRITES_MODELS[:1], m["config"], tmp_path, "cpu", "dsprites_small")[0]
-    before = (tmp_path / "models/wae_mmd_xent_lam200_s0/eval.json").stat().st_mtime
-    assert R.run_jobs([job])[0] == m["runs"]["WAE (lambda=200)"][0]
-    assert (tmp_path / "models/wae_mmd_xent_lam200_s0/eval.json").stat().st_mtime == before
+    for row, runs in res["results"]["Table 1a"].items():
+        assert {"rec", "mig", "factorvae", "sap", "mmd"} <= set(runs[0]) and np.isfinite(runs[0]["rec"])
+    assert {c["verdict"] for c in res["claims"]} == {"not tested at this scale"}    # issue 14: no HOLDS at smoke
+    assert "HOLDS" not in md and "`-o sweep=true`" in md and "sweep=True" not in md
 
 
-def test_runner_errors(monkeypatch):
-    with pytest.raises(InputError, match="runner: expected one of"): R.run_jobs([], runner="dask")
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
-    with pytest.raises(InputError, match="needs Ray"): R.run_jobs([dict()], runner="ray")
-    assert R.run_jobs([], runner="auto") == []
-
-
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray not installed")
 def test_ray_runner_on_a_local_instance(tmp_path):
-    pytest.importorskip("ray")
-    cfg = R._scale_config("smoke")
-    jobs = R.make_jobs([R.wae_spec(10), R.mws_spec(1, 5)], cfg, tmp_path, "cpu", "dsprites_small")
-    res = R.run_jobs(jobs, runner="ray", num_cpus=2)
+    from disentbook.repro.harness import scale_config, train_group
+    cfg = scale_config(R.TCWAE, "smoke")
+    jobs = [dict(paper="tcwae", dataset="dsprites_small", spec=s, seed=0, cfg=cfg, root=str(tmp_path), device="cpu", options={})
+            for s in (R.wae_spec(10), R.mws_spec(1, 5))]
+    res = train_group(jobs, runner="ray", num_cpus=2)
     assert len(res) == 2 and all(np.isfinite(r["rec"]) for r in res)
-    assert (tmp_path / "models" / f"{jobs[1]['spec']['slug']}_s0" / "eval.json").exists()
+    assert (tmp_path / "runs" / "dsprites_small" / jobs[1]["spec"]["slug"] / "seed0" / "eval.json").exists()
 
 
 def _norb_fixture(folder, gz=("training",)):

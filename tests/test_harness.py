@@ -1,0 +1,141 @@
+"repro.harness: judging on seeds (golden), claim parsing, tables, a toy paper end to end (cache, resume, refusal, lock)."
+import json, math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from disentbook.core import InputError, REPRODUCTIONS
+from disentbook.repro import harness as H
+from disentbook.train import model_spec
+
+
+def test_compare_golden():
+    win, lose = [0.50, 0.52, 0.51], [0.30, 0.31, 0.29]
+    assert H.compare(win, lose, ">") == H.HOLDS and H.compare(lose, win, ">") == H.FAILS
+    assert H.compare([0.50, 0.60, 0.40], [0.45, 0.55, 0.35]) == H.INCONCLUSIVE       # d 0.05 < 2 se (0.08)
+    assert H.compare([0.9], [0.1]) == H.INCONCLUSIVE                                   # one seed: no standard error
+    assert H.compare([0.9], [0.1], a_exact=True, b_exact=True) == H.HOLDS
+    # exactly at the threshold: d = 2 se is not "more than" 2 se
+    a, b = [1.0, 3.0], [0.0, 0.0]                                                      # se_a = 1, d = 2
+    assert H.compare(a, b, b_exact=True) == H.INCONCLUSIVE and H.compare(a, b, k=1.9, b_exact=True) == H.HOLDS
+    assert H.compare([float("nan")], [1.0]) == H.NOT_CHECKED
+    with pytest.raises(InputError): H.compare(a, b, ">=")
+
+
+def test_within_and_tolerances():
+    assert H.within([0.010, 0.011, 0.012], 0.005, 0.02) == H.HOLDS
+    assert H.within([0.030, 0.031, 0.032], 0.005, 0.02) == H.FAILS
+    assert H.within([0.015, 0.020, 0.025], 0.005, 0.02) == H.INCONCLUSIVE
+    assert H.within([0.01], 0.0, 1.0) == H.INCONCLUSIVE
+    assert H.band(0.5253, H.parse_tolerance("±0.05 or ±25%")) == pytest.approx((0.5253 * 0.75, 0.5253 * 1.25))
+    assert H.band(0.0417, H.parse_tolerance("±0.05 or ±25%")) == pytest.approx((-0.0083, 0.0917))
+    assert H.band(3.01, H.parse_tolerance("±0.5 or 2 paper std"), 0.31) == pytest.approx((2.39, 3.63))
+    with pytest.raises(InputError, match="tolerance"): H.parse_tolerance("5 percent")
+
+
+def test_claims_parse_and_judge():
+    res = {"A (x=1, y)": dict(m=[0.50, 0.52, 0.51]), "B": dict(m=[0.30, 0.31, 0.29]), "C": dict(m=[0.45, 0.60, 0.35])}
+    j = lambda *parts, **kw: H.judge_claim(H.Claim("t", *parts, **kw), res, kw.pop("scale", "quick"), kw.pop("paper", None))["verdict"]
+    assert j("A (x=1, y) > B on m") == H.HOLDS
+    assert j("B > A (x=1, y) on m") == H.FAILS
+    assert j("A (x=1, y) > C on m") == H.INCONCLUSIVE
+    assert j("max(B, A (x=1, y)) > C + 0.01 on m") == H.INCONCLUSIVE and j("max(B, A (x=1, y)) > 2 * B on m") == H.FAILS
+    assert j("min(B, C) < 0.4 on m") == H.HOLDS
+    assert j("D > B on m") == H.NOT_CHECKED and j("B > A (x=1, y) on other") == H.NOT_CHECKED
+    assert j("A (x=1, y) > B on m", "B > A (x=1, y) on m") == H.FAILS
+    assert j("A (x=1, y) > B on m", "A (x=1, y) > C on m") == H.INCONCLUSIVE
+    assert j("A (x=1, y) > B on m", "A (x=1, y) > C on m", "D > B on m", need="most") == H.INCONCLUSIVE
+    assert H.judge_claim(H.Claim("t", "A (x=1, y) > B on m"), res, "smoke")["verdict"] == H.NOT_TESTED   # never holds at smoke
+    p = {"B": dict(m=0.3)}
+    assert H.judge_claim(H.Claim("t", "B within ±0.05 of paper on m"), res, "quick", p)["verdict"] == H.HOLDS
+    assert H.judge_claim(H.Claim("t", "B within ×1.2 of paper on m"), res, "quick", {"B": dict(m=0.5)})["verdict"] == H.FAILS
+    for bad in ("A > B", "A >> B on m", "A within 5 of paper on m"):
+        with pytest.raises(InputError): H.Claim("t", bad)
+
+
+def test_table_rendering():
+    t = H.Table("T", "d", (), (H.Metric("m", "M", "{:.2f}", "±0.1"), H.Metric("k", "K", "{:.1f}")), paper_table="T")
+    rows = H.table_rows({"A": dict(m=[0.50, 0.52, 0.51], k=[3.0, 4.0, 5.0]), "B": dict(m=[0.9, 0.91, 0.92], k=[1.0])}, t,
+                        {"A": dict(m=0.5), "B": dict(m=0.5, m_std=0.01)}, "quick")
+    assert [r["verdict"] for r in rows] == ["hit", "—", "miss (higher)", "—"]
+    md = H.table_markdown(rows, t)
+    assert "| A | 0.51 ± 0.01 | 0.50 | hit | 4.0 ± 1.0 | 3 |" in md and "| B | 0.91 ± 0.01 | 0.50 ± 0.01 | miss (higher) | 1.0 | 3 |" in md
+    assert H.table_rows({"A": dict(m=[0.5, 0.5])}, t, {"A": dict(m=0.5)}, "smoke")[0]["verdict"] == "not tested"
+
+
+@pytest.fixture(scope="module")
+def toy():
+    from disentbook.data.dsprites import DSprites
+    small = DSprites().subset(posX=range(0, 32, 8), posY=range(0, 32, 8), orientation=range(0, 40, 20))
+    calls = []
+    def evaluate(model, data, cfg, seed, spec):
+        calls.append((spec["slug"], seed))
+        return dict(score=1.0 + 0.01 * seed + 5 * (spec["objective"] == "beta_vae"),
+                    w=float(next(model.parameters()).detach().sum()))
+    paper = H.Paper(name="toy_test", title="Toy", scales=dict(
+                        smoke=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1)),
+                        quick=dict(seeds=2, train=dict(steps=3, batch_size=8, log_every=1))),
+                    tables=(H.Table("T", "small", (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4)),
+                                    (H.Metric("score", "score", "{:.2f}"),)),
+                            H.Table("S", "small", (model_spec("VAE", "vae", "VAE"),), when=lambda ctx: ctx.options["extra"],
+                                    skip_note="not asked")),
+                    data=lambda name, cfg, seed, options: small, evaluate=evaluate,
+                    claims=(H.Claim("β = 4 scores higher", "b4 > VAE on score"),), options=dict(extra=False))
+    fn = H.register_reproduction(paper)
+    yield fn, calls
+    del REPRODUCTIONS["toy_test"], H.PAPERS["toy_test"]
+
+
+def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
+    fn, calls = toy
+    import inspect
+    assert list(inspect.signature(fn).parameters) == ["scale", "out_dir", "device", "seed", "overwrite", "resume", "runner",
+                                                      "ray_address", "extra"]
+    r = fn("quick", out_dir=tmp_path, device="cpu", seed=3)
+    assert r["seeds"] == [3, 4] and len(calls) == 4 and r["claims"][0]["verdict"] == H.HOLDS
+    assert r["skipped"] == {"S": "not asked"}
+    run = tmp_path / "runs" / "small" / "beta_vae_beta4" / "seed4"
+    for f in ("settings.json", "eval.json", "losses.png", "train/history.csv", "train/checkpoint/config.json"):
+        assert (run / f).exists(), f
+    md = (tmp_path / "report.md").read_text()
+    assert "| b4 | 6.04 ± 0.01 | 2 |" in md and "HOLDS" in md and "S: not asked" in md
+    # a finished report is refused; resume reuses every run (no evaluation, no training)
+    with pytest.raises(InputError, match="already holds a finished report"): fn("quick", out_dir=tmp_path, device="cpu", seed=3)
+    r2 = fn("quick", out_dir=tmp_path, device="cpu", seed=3, resume=True)
+    assert len(calls) == 4 and r2["results"] == r["results"]
+    # a run whose evaluation is lost reloads its final checkpoint: same weights, no training step
+    (run / "eval.json").unlink()
+    r3 = fn("quick", out_dir=tmp_path, device="cpu", seed=3, resume=True)
+    assert len(calls) == 5 and r3["results"]["T"]["b4"][1]["w"] == r["results"]["T"]["b4"][1]["w"]
+    # other settings (scale) train afresh in the same run folders; overwrite deletes the runs first
+    fn("smoke", out_dir=tmp_path, device="cpu", seed=3, resume=True)
+    assert json.loads((run / "settings.json").read_text())["train"]["steps"] == 2 and len(calls) == 9
+    fn("smoke", out_dir=tmp_path, device="cpu", seed=3, overwrite=True)
+    assert len(calls) == 13 and not (tmp_path / ".lock").exists()
+
+
+def test_seed_before_model_gives_identical_runs(toy, tmp_path):
+    fn, _ = toy
+    a = fn("smoke", out_dir=tmp_path / "a", device="cpu")["results"]["T"]
+    b = fn("smoke", out_dir=tmp_path / "b", device="cpu")["results"]["T"]
+    assert [r["w"] for r in a["VAE"]] == [r["w"] for r in b["VAE"]] and a["VAE"][0]["w"] != a["VAE"][1]["w"]
+
+
+def test_bad_input(toy, tmp_path):
+    fn, _ = toy
+    with pytest.raises(InputError, match="scale must be one of smoke, quick, got 'huge'"): fn("huge", out_dir=tmp_path)
+    with pytest.raises(InputError, match="has no option bogus"): fn("smoke", out_dir=tmp_path, bogus=1)
+    with pytest.raises(InputError, match="runner: expected one of"): fn("smoke", out_dir=tmp_path, runner="dask")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="is a file"): fn("smoke", out_dir=tmp_path / "f")
+    (tmp_path / "busy").mkdir(); (tmp_path / "busy" / ".lock").write_text("1")           # pid 1 is alive
+    with pytest.raises(InputError, match="another process"): fn("smoke", out_dir=tmp_path / "busy")
+
+
+def test_runner_errors(monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(InputError, match="needs Ray"): H.train_group([dict()], runner="ray")
+    assert H.train_group([], runner="auto") == []
