@@ -82,3 +82,28 @@ def test_reduced_reproduction_end_to_end(tmp_path):
     assert cells[("Rb-VAE", "avg_mae")]["paper"] == 0.07 and np.isfinite(cells[("Rb-VAE", "avg_mae")]["mean"])
     assert "Table 1 (AffectNet)" in res["skipped"]
     with pytest.raises(InputError, match="finished report"): reproduce(paper, "smoke", out_dir=tmp_path, device="cpu")
+
+
+def test_affectnet_path_from_the_official_layout(tmp_path):
+    "Paper scale's AffectNet table: neutral faces as references, the validation split halved into the probe folds."
+    from PIL import Image
+    rng = np.random.default_rng(0)
+    af = tmp_path / "affectnet"; (af / "Manually_Annotated_file_lists").mkdir(parents=True)
+    for split in ("training", "validation"):
+        lines = ["subDirectory_filePath,face_x,face_y,face_width,face_height,facial_landmarks,expression,valence,arousal"]
+        for code in range(8):
+            for j in range(6):
+                rel = f"{split}/{code}_{j}.jpg"; (af / "Manually_Annotated_Images" / split).mkdir(parents=True, exist_ok=True)
+                Image.fromarray(rng.integers(0, 255, (40, 40, 3), dtype=np.uint8)).save(af / "Manually_Annotated_Images" / rel)
+                lines.append(f'{rel},2,2,36,36,"",{code},0,0')
+        (af / "Manually_Annotated_file_lists" / f"{split}.csv").write_text("\n".join(lines) + "\n")
+    cfg = scale_config(R.REFVAE_PAPER, "smoke")
+    cfg["data"]["affectnet"] = dict(size=64, per_class=6, n_reference=6, probe_per_class=6)
+    data = R.refvae_data("AffectNet", cfg, 0, {"root": str(tmp_path)})
+    assert len(data.reference) == 6 and set(data.reference.labels.tolist()) == {0}
+    assert len(data.train) == 42 and len(data.probe_train) == len(data.probe_test) == 21
+    m = R.refvae_model(dict(objective="srb_vae"), data, cfg).eval()
+    out = R.evaluate_refvae(m, data, cfg, 0, {})
+    assert set(R.AFFECTNET_METRICS) | {"avg_acc", "avg_acc_z", "e_sensitivity"} <= set(out)
+    assert 0 <= out["avg_acc"] <= 1 and out["avg_acc"] == pytest.approx(np.mean([out[k] for k in R.AFFECTNET_METRICS]))
+    with pytest.raises(InputError, match="unknown dataset"): R.refvae_data("CelebA", cfg, 0, {})
