@@ -148,3 +148,16 @@ def test_objectives_registered_and_checked():
     with pytest.raises(InputError, match="latent_rec"): make_objective("srb_vae", latent_rec="cos")
     with pytest.raises(InputError, match="x_ref"): make_objective("rb_vae")(m, dict(x=torch.rand(2, 3, 28, 28)), 0)
     with pytest.raises(InputError, match="bind"): make_objective("srb_vae")(m, FixedSampler().sample(2, make_generator(0)), 0)
+
+
+def test_checkpoint_resume_rebuilds_model_and_discriminators(tmp_path):
+    "The objective's config (with the sizes bind filled in) rebuilds it; training continues exactly."
+    model = small_model()
+    obj = make_objective("srb_vae", model=model, disc_hidden=8)
+    cfg = dict(steps=2, batch_size=3, log_every=1, progress=False, device="cpu")
+    Trainer(model, obj, FixedSampler(), cfg, out_dir=tmp_path).fit()
+    tr = Trainer.resume(tmp_path / "checkpoint", FixedSampler(), steps=3)
+    assert type(tr.model) is RefVAE and tr.step == 2 and set(tr.objective.aux_nets) == {"d0", "d1"}
+    assert torch.equal(tr.model.e_r, model.e_r) and tr.objective.config == obj.config
+    tr.fit()
+    assert tr.step == 3
