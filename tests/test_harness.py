@@ -139,3 +139,23 @@ def test_runner_errors(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     with pytest.raises(InputError, match="needs Ray"): H.train_group([dict()], runner="ray")
     assert H.train_group([], runner="auto") == []
+
+
+def test_ensemble_runner_equals_runs_one_by_one(toy, tmp_path, monkeypatch):
+    "The gpu scale's runner (engine ensembles; eager on the CPU) gives the runs' results within float tolerance."
+    fn, calls = toy
+    a = fn("quick", out_dir=tmp_path / "one", device="cpu", runner="local")["results"]["T"]
+    def no_single_runs(job): raise AssertionError("the ensemble runner fell back to single runs")
+    monkeypatch.setattr(H, "train_run", no_single_runs)
+    b = fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble")["results"]["T"]
+    for row in ("VAE", "b4"):
+        assert [r["score"] for r in a[row]] == [r["score"] for r in b[row]]
+        for ra, rb in zip(a[row], b[row]):
+            assert abs(ra["w"] - rb["w"]) < 1e-3 * max(1.0, abs(ra["w"])), (row, ra["w"], rb["w"])
+            assert ra["steps"] == rb["steps"] == 3
+    run = tmp_path / "ens" / "runs" / "small" / "beta_vae_beta4" / "seed1"
+    for f in ("settings.json", "eval.json", "losses.png", "train/checkpoint/config.json"):
+        assert (run / f).exists(), f
+    n = len(calls)
+    fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble", resume=True)   # cached: nothing trains
+    assert len(calls) == n

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/08_harness.ipynb #8bf4d83e
 from __future__ import annotations
-import dataclasses, importlib.util, inspect, json, math, os, re, shutil, time
+import dataclasses, importlib.util, inspect, json, math, os, re, shutil, time, warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..core import (REPRODUCTIONS, DataNotFoundError, DisentbookError, InputError, Registry, default_device, in_test,
+from ..core import (REPRODUCTIONS, ConfigMismatchError, DataNotFoundError, DisentbookError, InputError, NonFiniteLossError, Registry, default_device, in_test,
                              make_generator, paper_values, seed_everything, write_json)
 from ..data.samplers import SingleSampler
 from ..nets import VAE
@@ -24,10 +24,11 @@ from ..eval.viz import history_figure, image_grid, kl_per_dim, save_figure, trav
 __all__ = ['SCALE_ORDER', 'SE_FACTOR', 'HOLDS', 'FAILS', 'INCONCLUSIVE', 'NOT_TESTED', 'NOT_CHECKED', 'RULE_TEXT', 'PAPERS',
            'RUNNERS', 'VERDICT_TEXT', 'seed_stats', 'compare', 'within', 'parse_tolerance', 'band', 'parse_part',
            'Claim', 'judge_part', 'combine', 'judge_claim', 'Metric', 'Table', 'Paper', 'register_paper',
-           'scale_config', 'train_data', 'data_size', 'default_model', 'build_objective', 'train_config', 'load_data',
-           'run_cfg', 'run_dir', 'run_settings', 'train_run', 'train_group', 'Context', 'show_images', 'latent_order',
-           'traversal_panel', 'traversal_figures', 'library_scores', 'paper_lookup', 'cell_verdict', 'table_rows',
-           'table_markdown', 'prepare_out', 'release_out', 'reproduce', 'claim_lines', 'register_reproduction']
+           'scale_config', 'train_data', 'data_size', 'default_model', 'objective_params', 'build_objective',
+           'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'train_run', 'train_group',
+           'train_ensembles', 'Context', 'show_images', 'latent_order', 'traversal_panel', 'traversal_figures',
+           'library_scores', 'paper_lookup', 'cell_verdict', 'table_rows', 'table_markdown', 'prepare_out',
+           'release_out', 'reproduce', 'claim_lines', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #208e9398
 SCALE_ORDER = ("smoke", "quick", "gpu", "paper")
@@ -277,13 +278,17 @@ def _accepts(cls) -> set[str]:
              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"}
     return named | set(getattr(cls, "params", None) or {})
 
-def build_objective(spec: dict, data, model, cfg: dict | None = None):
-    """`make_objective(spec's name, **spec's params)` plus the scale's `objective` settings it accepts, then
-    `bind(data=..., model=...)`: the objective takes what it needs (data-set size, latent sizes, image size)."""
+def objective_params(spec: dict, cfg: dict | None = None) -> dict:
+    "The spec's params plus the scale's `objective` settings that the spec's objective accepts."
     cls = OBJECTIVES[spec["objective"]]
     ok, kw = _accepts(cls), dict(spec["params"])
     kw.update({k: v for k, v in (cfg or {}).get("objective", {}).items() if k in ok and k not in kw})
-    obj = make_objective(spec["objective"], **kw)
+    return kw
+
+def build_objective(spec: dict, data, model, cfg: dict | None = None):
+    """`make_objective(spec's name, **spec's params)` plus the scale's `objective` settings it accepts, then
+    `bind(data=..., model=...)`: the objective takes what it needs (data-set size, latent sizes, image size)."""
+    obj = make_objective(spec["objective"], **objective_params(spec, cfg))
     if hasattr(obj, "bind"): obj.bind(data=train_data(data), model=model)
     return obj
 
@@ -350,17 +355,23 @@ def train_run(job: dict) -> dict:
     trainer = Trainer(model, objective, sampler, train_config(cfg, seed, dev, data, job.get("progress")), out_dir=out / "train")
     if ckpt.exists(): trainer.load(ckpt)                                  # exact resume of a cut-short run
     t0 = time.perf_counter(); trainer.fit(); train_s = time.perf_counter() - t0
+    return _evaluate_run(job, data, cfg, trainer, train_s)
+
+def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float) -> dict:
+    "Loss figure, the paper's evaluation of the trained model, `eval.json`: the end of every run, however trained."
+    paper, spec, seed = PAPERS[job["paper"]], job["spec"], int(job["seed"])
+    out = run_dir(job["root"], job["dataset"], spec, seed)
     save_figure(history_figure(trainer.history, title=spec["label"]), out / "losses.png")
-    model.eval(); t0 = time.perf_counter()
+    model = trainer.model.eval(); t0 = time.perf_counter()
     m = dict(paper.evaluate(model, data, cfg, seed, spec))
     last = trainer.history.iloc[-1].to_dict() if len(trainer.history) else {}
     m.update(train_seconds=train_s, eval_seconds=time.perf_counter() - t0, steps=trainer.step,
              train_terms={k: float(v) for k, v in last.items() if k != "step"})
-    write_json(dict(settings=settings, spec=spec, metrics=m), ej)
+    write_json(dict(settings=run_settings(job), spec=spec, metrics=m), out / "eval.json")
     return m
 
 # %% ../../nbs/08_harness.ipynb #f7cf3786
-RUNNERS = ("local", "ray", "auto")
+RUNNERS = ("local", "ray", "ensemble", "auto")
 
 def train_group(jobs: list[dict], runner: str = "local", ray_address: str | None = None, gpus_per_job: float = 0.0,
                 num_cpus: int | None = None) -> list[dict]:
@@ -369,6 +380,7 @@ def train_group(jobs: list[dict], runner: str = "local", ray_address: str | None
     have_ray = importlib.util.find_spec("ray") is not None
     if runner == "auto": runner = "ray" if have_ray else "local"
     if runner == "local": return [train_run(j) for j in jobs]
+    if runner == "ensemble": return train_ensembles(jobs)
     if not have_ray: raise InputError("runner='ray' needs Ray: pip install 'ray>=2' (or use runner='local')")
     import ray
     started = not ray.is_initialized()
@@ -380,6 +392,60 @@ def train_group(jobs: list[dict], runner: str = "local", ray_address: str | None
         return ray.get([task.remote(dict(j, progress=False)) for j in jobs])
     finally:
         if started: ray.shutdown()
+
+# %% ../../nbs/08_harness.ipynb #3cbec7c1
+def _pending(job: dict):
+    "The saved metrics of a finished run with the same settings, else None (then `settings.json` is (re)written)."
+    out, settings = run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])), run_settings(job)
+    ej, sj = out / "eval.json", out / "settings.json"
+    if ej.exists():
+        saved = json.loads(ej.read_text())
+        if saved.get("settings") == settings: return saved["metrics"]
+    if sj.exists() and json.loads(sj.read_text()) != settings and (out / "train").exists():
+        shutil.rmtree(out / "train")                                      # another configuration: start afresh
+    write_json(settings, sj)
+    return None
+
+def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[dict]:
+    """Train `jobs` as `engine` ensembles (runs sharing paper, dataset, data, architecture and training settings),
+    evaluate each run as `train_run` does; results in job order. Groups the engine cannot take run one by one."""
+    from disentbook.engine import NotReplayableError, fit_groups
+    res, groups = [None] * len(jobs), {}
+    for i, j in enumerate(jobs):
+        res[i] = _pending(j)
+        if res[i] is not None: continue
+        paper, cfg = PAPERS[j["paper"]], run_cfg(j["cfg"], j["spec"], j["dataset"])
+        data = load_data(paper, j["dataset"], cfg, int(j["seed"]), j.get("options", {}))
+        with torch.random.fork_rng(devices=[]):
+            model_config = (paper.model or default_model)(j["spec"], data, cfg).config
+        key = (j["paper"], j["dataset"], int(j["seed"]) if paper.seeded_data else None, j.get("device"),
+               json.dumps([model_config, cfg.get("train"), cfg.get("data")], sort_keys=True, default=str))
+        groups.setdefault(key, []).append((i, model_config))
+    for members in groups.values():
+        idx, model_config = [i for i, _ in members], members[0][1]
+        j0 = jobs[idx[0]]
+        paper, cfg = PAPERS[j0["paper"]], run_cfg(j0["cfg"], j0["spec"], j0["dataset"])
+        dev, data = torch.device(j0.get("device") or "cpu"), load_data(paper, j0["dataset"], cfg, int(j0["seed"]), j0.get("options", {}))
+        specs = [dict(objective=jobs[i]["spec"]["objective"], params=objective_params(jobs[i]["spec"], cfg),
+                      seed=int(jobs[i]["seed"]), name=f'{jobs[i]["spec"]["slug"]}/seed{jobs[i]["seed"]}',
+                      out_dir=run_dir(jobs[i]["root"], jobs[i]["dataset"], jobs[i]["spec"], int(jobs[i]["seed"])) / "train")
+                 for i in idx]
+        try:
+            if paper.sampler is not None: raise NotReplayableError(f"{paper.name} trains with its own sampler")
+            t0 = time.perf_counter()
+            out = fit_groups(specs, model_config, train_data(data),
+                             train_config(cfg, int(j0["seed"]), dev, data, j0.get("progress")), device=dev,
+                             max_members=max_members)
+            train_s = (time.perf_counter() - t0) / len(idx)                  # the ensemble's time, shared
+        except (NotReplayableError, ConfigMismatchError) as e:
+            warnings.warn(f"{paper.name}: {len(idx)} run(s) trained one by one, not as an ensemble ({e})")
+            for i in idx: res[i] = train_run(jobs[i])
+            continue
+        for i, r in zip(idx, out):
+            if r["status"] != "ok": raise NonFiniteLossError(f"run {r['name']}: {r['error']}")
+            res[i] = _evaluate_run(jobs[i], data, run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"]),
+                                   r["trainer"], train_s)
+    return res
 
 # %% ../../nbs/08_harness.ipynb #b819e035
 class Context:
@@ -608,14 +674,16 @@ def _jsonable(v) -> bool:
     except TypeError: return False
 
 def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, seed: int = 0, overwrite: bool = False,
-              resume: bool = False, runner: str = "local", ray_address: str | None = None, **options) -> dict:
-    "Run `paper`'s reproduction at `scale` into `out_dir`; returns the metrics dict with `report_path`."
+              resume: bool = False, runner: str | None = None, ray_address: str | None = None, **options) -> dict:
+    """Run `paper`'s reproduction at `scale` into `out_dir`; returns the metrics dict with `report_path`. `runner`:
+    'local', 'ray', 'ensemble' or 'auto'; default 'ensemble' at the `gpu` scale on CUDA, else 'local'."""
     cfg = scale_config(paper, scale)
     unknown = sorted(set(options) - set(paper.options))
     if unknown: raise InputError(f"reproduction {paper.name!r} has no option {', '.join(unknown)}; it accepts: "
                                  f"{', '.join(['overwrite', 'resume', 'runner', 'ray_address', *paper.options])}")
-    if runner not in RUNNERS: raise InputError(f"runner: expected one of {RUNNERS}, got {runner!r}")
     out, dev = Path(out_dir or f"results/{paper.name}-{scale}"), default_device(device)
+    if runner is None: runner = "ensemble" if scale == "gpu" and dev.type == "cuda" else "local"
+    if runner not in RUNNERS: raise InputError(f"runner: expected one of {RUNNERS}, got {runner!r}")
     opts = {k: str(v) if isinstance(v, os.PathLike) else v for k, v in {**paper.options, **options, "scale": scale}.items()}
     seeds = [int(seed) + i for i in range(int(cfg["seeds"]))]
     prepare_out(out, overwrite, resume)
@@ -707,7 +775,7 @@ def register_reproduction(paper: Paper) -> Callable:
     def fn(scale: str = "quick", out_dir=None, device=None, seed: int = 0, **kw) -> dict:
         return reproduce(paper, scale, out_dir, device, seed, **kw)
     P = inspect.Parameter
-    base = dict(scale="quick", out_dir=None, device=None, seed=0, overwrite=False, resume=False, runner="local", ray_address=None)
+    base = dict(scale="quick", out_dir=None, device=None, seed=0, overwrite=False, resume=False, runner=None, ray_address=None)
     fn.__signature__ = inspect.Signature([P(k, P.POSITIONAL_OR_KEYWORD, default=v) for k, v in {**base, **paper.options}.items()])
     fn.__name__ = fn.__qualname__ = f"reproduce_{paper.name}"
     fn.__doc__ = f"Reproduce {paper.title} at `scale` into `out_dir` (options: {', '.join(paper.options) or 'none'}; see `reproduce`)."
