@@ -14,7 +14,7 @@ from . import nets
 from .objectives import base, density_ratio, vae, dipvae, tcwae, contrastive, refvae, invariance
 from . import train, engine
 from .eval import metrics, scores, protocols, viz, dipvae
-from .repro import harness, vae, dipvae, tcwae, contrastive, invariance
+from .repro import harness, vae, dipvae, tcwae, contrastive, refvae, invariance
 from .classroom import exercises, widgets
 del base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet, digit_style, shapes3d, colored_mnist
 del density_ratio, refvae, invariance, harness, vae, dipvae, tcwae, contrastive, metrics, scores, protocols, viz, exercises, widgets
