@@ -393,7 +393,7 @@ def train_group(jobs: list[dict], runner: str = "local", ray_address: str | None
     finally:
         if started: ray.shutdown()
 
-# %% ../../nbs/08_harness.ipynb #3cbec7c1
+# %% ../../nbs/08_harness.ipynb #6b6c1fad
 def _pending(job: dict):
     "The saved metrics of a finished run with the same settings, else None (then `settings.json` is (re)written)."
     out, settings = run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])), run_settings(job)
