@@ -213,6 +213,9 @@ from .data.samplers import SingleSampler, TargetBackgroundSampler
 from .nets import VAE
 from .objectives.base import OBJECTIVES, SAMPLERS, check_params, make_objective
 from .objectives.contrastive import ContrastiveVAE
+from .objectives.refvae import RefVAE
+from .data.digit_style import DigitStyle, ReferenceSampler, make_digit_style
+from .data.colored_mnist import ColoredMNIST, PairSampler
 from .train import TrainConfig, Trainer, load_model, read_checkpoint_config
 from .eval.viz import history_figure, reconstruction_figure, save_figure, traversal_figure
 
@@ -230,7 +233,14 @@ TRAINING_SETS.update(
     grassy=TrainingSet(functools.partial(make_grassy_mnist, "linear"), "target_background",
                        "linear Grassy-MNIST (Eq. 10): digits on grass vs grass; metrics clustering accuracy / silhouette of z and s"),
     grassy_nl=TrainingSet(functools.partial(make_grassy_mnist, "nonlinear"), "target_background",
-                          "non-linear Grassy-MNIST (Eq. 11); metrics as grassy"))
+                          "non-linear Grassy-MNIST (Eq. 11); metrics as grassy"),
+    digit_style=TrainingSet(functools.partial(make_digit_style, size=28), "reference",
+                            "MNIST digit style (reference-based VAEs): edge-detected references vs digits of random stroke "
+                            "width, colour and scale; metrics: linear probes of the style (MAE) from the codes"),
+    colored_mnist=TrainingSet(ColoredMNIST, "pair", "Colored-MNIST on real digits, pairs of one class changing k known "
+                              "nuisances (weak supervision); metrics MIG, DCI, FactorVAE score"),
+    rotated_colored_mnist=TrainingSet(functools.partial(ColoredMNIST, rotation=True), "pair",
+                                      "Rotation-Colored-MNIST; pairs and metrics as colored_mnist"))
 
 def check_method_dataset(method: str, dataset: str):
     "A one-line error unless `dataset` gives the batches `method` trains on."
@@ -252,6 +262,7 @@ def build_dataset(dataset: str, data_params: dict | None = None):
 def image_shape(data) -> tuple:
     "(C, H, W) of the images of `data` (ground truth, labelled images or a target/background pair)."
     if isinstance(data, ContrastiveData): data = data.target
+    if isinstance(data, DigitStyle): data = data.unlabelled
     if isinstance(data, GroundTruthData): return tuple(data.observation_shape)
     return tuple(data.images.shape[1:])
 
@@ -260,6 +271,8 @@ def make_sampler(data, kind: str, device, materialize: bool):
     if kind == "single": return SingleSampler(data, device=device, materialize=materialize)
     if kind == "target_background":
         return TargetBackgroundSampler(data.target, data.background, device=device, materialize=materialize)
+    if kind == "reference": return ReferenceSampler(data.reference, data.unlabelled, device=device)
+    if kind == "pair": return PairSampler(data, k=1, device=device, materialize=materialize)
     raise InputError(f"`disentbook train` has no {kind!r} sampler yet ({SAMPLERS.get(kind, kind)})")
 
 def build_model_for(kind: str, shape: tuple, latent_dim: int = 10, z_dim: int = 16, s_dim: int = 8,
@@ -269,7 +282,9 @@ def build_model_for(kind: str, shape: tuple, latent_dim: int = 10, z_dim: int = 
     if kind == "vae": return VAE(image_size=h, channels=c, latent_dim=latent_dim, likelihood=likelihood, hidden=hidden)
     if kind == "contrastive_vae":
         return ContrastiveVAE(image_size=h, channels=c, z_dim=z_dim, s_dim=s_dim, likelihood=likelihood, hidden=hidden)
-    raise InputError(f"`disentbook train` cannot build a {kind!r} model yet; it builds: vae, contrastive_vae")
+    if kind == "ref_vae":        # the paper's Laplace likelihood; --s-dim sizes the reference-specific latents e
+        return RefVAE(image_size=h, channels=c, z_dim=z_dim, e_dim=s_dim, likelihood="laplace", scale=0.5, hidden=hidden)
+    raise InputError(f"`disentbook train` cannot build a {kind!r} model yet; it builds: vae, contrastive_vae, ref_vae")
 
 # %% ../nbs/90_cli.ipynb #164daa05
 @torch.no_grad()
@@ -299,6 +314,13 @@ def run_metrics(model, data, num_points: int = 2000, seed: int = 0) -> list[dict
         err = protocols.reconstruction_error_per_pixel(x, rec)
         return [dict(metric="linear_probe", quantity="accuracy", split="test", value=probe["accuracy"], n=len(idx) - h),
                 dict(metric="reconstruction", quantity="mse_per_pixel", split="all", value=err, n=len(idx))]
+    if isinstance(data, DigitStyle):        # the paper's protocol: linear probes of the style from the codes
+        tr, te = data.probe_train, data.probe_test
+        itr, ite = (torch.randperm(len(d), generator=g)[:max(2, num_points // 2)] for d in (tr, te))
+        r = protocols.linear_probe_regression(_codes(model, tr.images[itr]), tr.style[itr].numpy(),
+                                              _codes(model, te.images[ite]), te.style[ite].numpy())
+        return [dict(metric="style_probe", quantity=q, split="test", value=float(r[k]), n=len(ite))
+                for q, k in (("mae", "mean_mae"), ("mean_predictor_mae", "mean_predictor_mae"))]
     if isinstance(data, ContrastiveData):
         t = data.target
         idx = torch.randperm(len(t), generator=g)[:num_points]

@@ -19,7 +19,10 @@ from disentbook.objectives.base import NEEDS, OBJECTIVES, check_params, make_obj
 TINY = ["--steps", "2", "--batch-size", "4", "--hidden", "16", "--latent-dim", "3", "--z-dim", "2", "--s-dim", "2",
         "--device", "cpu", "--no-eval"]
 DATA = dict(single=["--dataset", "digits", "--data-param", "n=64"],
-            target_background=["--dataset", "grassy", "--data-param", "per_digit=4", "--data-param", "n_background=40"])
+            target_background=["--dataset", "grassy", "--data-param", "per_digit=4", "--data-param", "n_background=40"],
+            reference=["--dataset", "digit_style", "--data-param", "n_reference=20", "--data-param", "n_unlabelled=20",
+                       "--data-param", "n_probe=20"],
+            pair=["--dataset", "colored_mnist", "--latent-dim", "16"])   # after TINY: the pair methods split 10 + 6 latents
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +58,7 @@ def test_every_registered_method_trains_through_the_cli(name, capsys, tmp_path):
     sampler = OBJECTIVES[name].sampler
     assert sampler in DATA, f"{name}: no dataset of `disentbook train` gives {sampler!r} batches"
     out = tmp_path / name
-    rc, stdout, err = run(capsys, "train", "--method", name, *DATA[sampler], *TINY, *small_disc(name), "--out", out)
+    rc, stdout, err = run(capsys, "train", "--method", name, *TINY, *DATA[sampler], *small_disc(name), "--out", out)
     assert rc == 0, err
     cfg = json.loads((out / "checkpoint" / "config.json").read_text())
     assert cfg["step"] == 2 and cfg["objective"]["name"] == name and cfg["model"]["kind"] == OBJECTIVES[name].model_kind
