@@ -10,8 +10,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..core import InputError, package_dir, to_float_images
-from .base import GroundTruthData, as_generator
+from ..core import InputError, to_float_images
+from .base import GroundTruthData
 from .samplers import Sampler
 
 # %% auto #0
@@ -39,7 +39,8 @@ def digit_pool(source: str = "auto", split: str = "train", root=None) -> tuple[t
         d = load_digits("mnist", split, root=root)
         pool = _by_class(d.images[:, 0].numpy(), d.labels.numpy())
         return torch.from_numpy(pool), f"MNIST {split}, {pool.shape[1]} per class"
-    with np.load(package_dir() / EMBEDDED_DIGITS) as z: pool = _by_class(z["images"], z["labels"])
+    from disentbook.data.digits import embedded_digits           # sha256-checked against its card
+    pool = _by_class(*embedded_digits())
     cut = int(round(EMBEDDED_TRAIN_FRACTION * pool.shape[1]))
     pool = pool[:, :cut] if split == "train" else pool[:, cut:]
     return torch.from_numpy(np.ascontiguousarray(pool)), f"embedded real MNIST digits ({split}: {pool.shape[1]} per class)"

@@ -4,13 +4,12 @@
 
 # %% ../../nbs/01h_digit_style.ipynb #0cd3c65c
 from __future__ import annotations
-import functools
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..core import InputError, make_generator, package_dir, to_float_images
+from ..core import InputError, make_generator, to_float_images
 from .base import LabelledImages
 from .samplers import Sampler, _place
 
@@ -22,8 +21,9 @@ __all__ = ['STYLE_NAMES', 'WIDTHS', 'SCALE_RANGE', 'embedded_mnist', 'edge_digit
 # %% ../../nbs/01h_digit_style.ipynb #b3b3ed17
 def embedded_mnist() -> tuple[torch.Tensor, torch.Tensor]:
     "The 10,000 real MNIST digits embedded in the package: uint8 `(10000, 28, 28)` and int64 labels."
-    f = package_dir() / "assets" / "mnist_digits_10k.npz"
-    with np.load(f) as d: return torch.from_numpy(d["images"].copy()), torch.from_numpy(d["labels"].astype(np.int64))
+    from disentbook.data.digits import embedded_digits           # sha256-checked against its card
+    x, y = embedded_digits()
+    return torch.from_numpy(x.copy()), torch.from_numpy(np.asarray(y, dtype=np.int64))
 
 def _source_digits(source: str, root=None) -> dict:
     "Digits for the three roles: dict(reference=(x, y), unlabelled=(x, y), probe=(x, y), source=str)."
