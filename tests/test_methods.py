@@ -72,7 +72,7 @@ def test_registry_declares_everything_and_methods_prints_it(capsys):
     rows = methods_table()
     assert {r["method"] for r in rows} == set(OBJECTIVES) >= {"beta_vae", "dip_vae_ii", "factor_vae", "tcwae_gan", "cvae"}
     for name, cls in OBJECTIVES.items():
-        assert cls.paper and cls.sampler in ("single", "target_background") and cls.model_kind
+        assert cls.paper and cls.sampler in ("single", "target_background", "reference", "pair") and cls.model_kind
         # the registry's defaults are the constructor's (direct construction and make_objective agree)
         obj = make_objective(name)
         for k, p in cls.params.items():

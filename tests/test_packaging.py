@@ -51,7 +51,7 @@ def test_wheel_imports_and_cli(wheel_env, clean_env):
     r = subprocess.run([str(exe), "reproduce", "vae", "--scale", "smoke", "--out", str(out), "--device", "cpu"],
                        cwd=tmp, env=clean_env, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    for f in ("report.md", "metrics.json", "reconstructions.png", "traversals.png", "losses.png"):
+    for f in ("report.md", "metrics.json", "table.csv", "reconstructions.png", "traversals.png"):
         assert (out / f).stat().st_size > 0, f"{f} not written"
     r = subprocess.run([str(exe), "data", "list"], cwd=tmp, env=clean_env, capture_output=True, text=True)
     assert r.returncode == 0 and "dsprites" in r.stdout and "mnist" in r.stdout, r.stdout + r.stderr

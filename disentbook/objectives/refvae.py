@@ -127,7 +127,9 @@ def _need_ref(batch):
         raise InputError(f"reference-based objectives need batches with 'x' (unlabelled) and 'x_ref' (reference), got keys {sorted(batch)}")
 
 def _need_refvae(model):
-    if not isinstance(model, RefVAE): raise InputError(f"this objective needs a RefVAE model (kind 'ref_vae'), got {type(model).__name__}")
+    # by kind, not isinstance: a notebook that re-runs this module's cells defines its own RefVAE class
+    if getattr(model, "config", {}).get("kind") != "ref_vae" or not hasattr(model, "e_r"):
+        raise InputError(f"this objective needs a RefVAE model (kind 'ref_vae'), got {type(model).__name__}")
 
 REFVAE_PAPER = ("Ruiz, Martinez, Binefa & Verbeek, Learning disentangled representations with reference-based "
                 "variational autoencoders, 2019 (arXiv:1901.08534)")

@@ -66,7 +66,7 @@ def evaluate_refvae(model, data, cfg: dict, seed: int, spec: dict) -> dict:
     "Linear probes of the style (MNIST) or expression (AffectNet) on e / z / all latents, decoder sensitivity, L1 error."
     ev, tr, te = cfg["eval"], data.probe_train, data.probe_test
     ctr, cte = encode_means(model, tr.images), encode_means(model, te.images)
-    ref = isinstance(model, RefVAE)
+    ref = getattr(model, "config", {}).get("kind") == "ref_vae"     # by kind: robust to a re-run notebook class
     zd = model.z_dim if ref else None
     feats = dict(e=(ctr[:, zd:], cte[:, zd:]), z=(ctr[:, :zd], cte[:, :zd]), all=(ctr, cte)) if ref else dict(all=(ctr, cte))
     main, out = ("e" if ref else "all"), {}
