@@ -350,7 +350,7 @@ def check_button(checker, fn, description: str = "Check") -> CheckButton:
     "A `CheckButton` running `checker(fn)` on click; `fn` is a function or the name of one in the notebook."
     return CheckButton(checker, fn, description)
 
-# %% ../../nbs/07_widgets.ipynb #79671b1e
+# %% ../../nbs/07_widgets.ipynb #d513d897
 FORMULA_AFTER = 3                    # failed attempts of one exercise before its formula is shown unasked
 ATTEMPTS: dict[str, int] = {}        # failed attempts so far, per exercise (the function's name)
 RESULTS: dict[str, bool] = {}        # whether the latest check of each exercise passed
@@ -404,6 +404,10 @@ class ExerciseCheck(_Panel):
 
     def __str__(self):
         return f"✗ the check could not run: {type(self.error).__name__}: {self.error}" if self.error else str(self.result)
+
+    def _ipython_display_(self):      # the widget is built on first display (not `_Panel`'s, which shows `.widget`)
+        from IPython.display import display
+        display(self._repr_mimebundle_(), raw=True)
 
     def _repr_mimebundle_(self, **kwargs):
         if self.widget is None:
