@@ -1,4 +1,4 @@
-"Fast golden tests of disentbook.protocols: the evaluation protocols of the contrastive, reference-based and invariance papers."
+"Fast golden tests of disentbook.eval.protocols: the evaluation protocols of the contrastive, reference-based and invariance papers."
 import json, math
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Headless tests of disentbook.widgets: the rendering functions against known values, and the widgets
+"""Headless tests of disentbook.classroom.widgets: the rendering functions against known values, and the widgets
 driven from Python (slider values, `button.click()`), as no browser is there to move them."""
 import io, time
 from types import SimpleNamespace as NS

@@ -289,7 +289,7 @@ def check_metric_names(metrics) -> tuple[str, ...]:
 
 # %% ../../nbs/21_scores.ipynb #105d4da4
 def available_metrics() -> tuple[str, ...]:
-    "The metric names `evaluate` can compute now: the sampled scores plus the array metrics `disentbook.metrics` defines."
+    "The metric names `evaluate` can compute now: the sampled scores plus the array metrics `disentbook.eval.metrics` defines."
     try: from disentbook.eval import metrics as M
     except ImportError: return SAMPLED_METRICS
     return tuple(m for m in METRICS if m in SAMPLED_METRICS or callable(getattr(M, m, None)))
@@ -345,7 +345,7 @@ def _metric_rows(metric: str, result, n: dict, seconds: float) -> list[dict]:
 
 def _array_metric(M, name, ctr, ftr, cte, fte):
     fn = getattr(M, name, None)
-    if fn is None: raise InputError(f"metric {name!r}: disentbook.metrics has no {name}() (yet)")
+    if fn is None: raise InputError(f"metric {name!r}: disentbook.eval.metrics has no {name}() (yet)")
     if name in ("mig", "modularity", "irs"): return fn(ctr, ftr)
     return fn(ctr, ftr, cte, fte)
 
@@ -379,7 +379,7 @@ def evaluate(model, data, metrics=DEFAULT_METRICS, seed: int = 0, num_points: in
         if arrays:
             try: from disentbook.eval import metrics as M                    # imported here: written alongside
             except ImportError as e:
-                raise DisentbookError(f"the array metrics {', '.join(arrays)} need disentbook.metrics, which could not "
+                raise DisentbookError(f"the array metrics {', '.join(arrays)} need disentbook.eval.metrics, which could not "
                                       f"be imported ({e}); available now: {', '.join(available_metrics())}") from e
             rng = np.random.default_rng(seed)
             t0 = time.perf_counter()
