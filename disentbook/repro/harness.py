@@ -337,14 +337,10 @@ def train_run(job: dict) -> dict:
     options); returns the metrics (plus train_seconds, eval_seconds, steps and the last logged training terms)."""
     import disentbook  # noqa: F401  (in a Ray worker: registers every paper and objective)
     paper, spec, seed = PAPERS[job["paper"]], job["spec"], int(job["seed"])
-    out, settings = run_dir(job["root"], job["dataset"], spec, seed), run_settings(job)
-    ej, sj, ckpt = out / "eval.json", out / "settings.json", out / "train" / "checkpoint"
-    if ej.exists():
-        saved = json.loads(ej.read_text())
-        if saved.get("settings") == settings: return saved["metrics"]
-    if sj.exists() and json.loads(sj.read_text()) != settings and (out / "train").exists():
-        shutil.rmtree(out / "train")                                      # another configuration: start afresh
-    write_json(settings, sj)
+    out = run_dir(job["root"], job["dataset"], spec, seed)
+    ckpt = out / "train" / "checkpoint"
+    cached = _pending(job)                                                # a finished run with these settings
+    if cached is not None: return cached
     cfg, dev = run_cfg(job["cfg"], spec, job["dataset"]), torch.device(job.get("device") or "cpu")
     data = load_data(paper, job["dataset"], cfg, seed, job.get("options", {}))
     seed_everything(seed)                                                 # before the model is built
