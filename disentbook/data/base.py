@@ -4,7 +4,7 @@
 
 # %% ../../nbs/01_data.ipynb #ba7e6416
 from __future__ import annotations
-import math
+import copy, math
 
 import numpy as np
 import torch
@@ -12,7 +12,7 @@ import torch
 from ..core import InputError, make_generator, check_images
 
 # %% auto #0
-__all__ = ['as_generator', 'GroundTruthData', 'LabelledImages']
+__all__ = ['as_generator', 'subset_grid', 'GroundTruthData', 'LabelledImages']
 
 # %% ../../nbs/01_data.ipynb #cd4d1546
 def as_generator(rng=None, device: str | torch.device = "cpu") -> torch.Generator:
@@ -29,6 +29,20 @@ def _as_long(x, name: str) -> torch.Tensor:
     if t.is_floating_point() or t.dtype == torch.bool or t.is_complex():
         raise InputError(f"{name}: expected integer indices, got dtype {t.dtype}")
     return t.long()
+
+def subset_grid(data, factors: dict):
+    """A copy of grid dataset `data` (its `_grid` holds, per factor, the indices kept) restricted, for each named factor of
+    `factors`, to the given indices (int, list, range or tensor) of its current grid; no images are carried over."""
+    new = copy.copy(data); new._grid, new._images = list(data._grid), None
+    for name, idx in factors.items():
+        k = data.factor_index(name)
+        idx = [idx] if isinstance(idx, (int, np.integer)) else list(idx)
+        if len(idx) == 0: raise InputError(f"subset: {name} selects no values")
+        idx = _as_long(idx, name).reshape(-1)
+        if ((idx < 0) | (idx >= data.factor_sizes[k])).any():
+            raise InputError(f"subset: {name} indices must lie in [0, {data.factor_sizes[k]}), got {idx.tolist()}")
+        new._grid[k] = data._grid[k][idx]
+    return new
 
 # %% ../../nbs/01_data.ipynb #d190abbf
 class GroundTruthData:

@@ -4,14 +4,14 @@
 
 # %% ../../nbs/01a_dsprites.ipynb #ba7e6416
 from __future__ import annotations
-import copy, hashlib, json, math, os, tempfile, warnings
+import hashlib, json, math, os, tempfile, warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..core import (InputError, DataNotFoundError, CorruptFileError, data_dir, sha256_file, atomic_path, write_json)
-from .base import GroundTruthData, _as_long
+from .base import GroundTruthData, subset_grid
 
 # %% auto #0
 __all__ = ['DSPRITES_MARGIN', 'DSPRITES_UNIT', 'DSPRITES_WINDOW', 'ELLIPSE_AXES', 'HEART_SHIFT', 'DSPRITES_SHAPES',
@@ -126,16 +126,7 @@ class DSprites(GroundTruthData):
 
     def subset(self, **factors) -> DSprites:
         "A smaller grid: for each named factor keep the given indices (int, list, range or tensor) of the current grid."
-        new = copy.copy(self); new._grid, new._images = list(self._grid), None
-        for name, idx in factors.items():
-            k = self.factor_index(name)
-            idx = [idx] if isinstance(idx, (int, np.integer)) else list(idx)
-            if len(idx) == 0: raise InputError(f"subset: {name} selects no values")
-            idx = _as_long(idx, name).reshape(-1)
-            if ((idx < 0) | (idx >= self.factor_sizes[k])).any():
-                raise InputError(f"subset: {name} indices must lie in [0, {self.factor_sizes[k]}), got {idx.tolist()}")
-            new._grid[k] = self._grid[k][idx]
-        return new
+        return subset_grid(self, factors)
 
     # rendering or lookup
     def _render(self, f: torch.Tensor) -> torch.Tensor:

@@ -4,13 +4,13 @@
 
 # %% ../../nbs/01i_shapes3d.ipynb #71c4f5ab
 from __future__ import annotations
-import copy, functools, math
+import functools, math
 
 import numpy as np
 import torch
 
 from ..core import InputError, DataNotFoundError, CorruptFileError, data_dir
-from .base import GroundTruthData, _as_long
+from .base import GroundTruthData, subset_grid
 
 # %% auto #0
 __all__ = ['SHAPES3D_FACTORS', 'SHAPES3D_VALUES', 'SHAPES3D_SHAPES', 'SHAPES3D_FILE', 'RENDER_CHUNK', 'hue_to_rgb',
@@ -151,16 +151,7 @@ class Shapes3D(GroundTruthData):
 
     def subset(self, **factors) -> "Shapes3D":
         "A smaller grid: for each named factor keep the given indices (int, list, range or tensor) of the current grid."
-        new = copy.copy(self); new._grid, new._images = list(self._grid), None
-        for name, idx in factors.items():
-            k = self.factor_index(name)
-            idx = [idx] if isinstance(idx, (int, np.integer)) else list(idx)
-            if len(idx) == 0: raise InputError(f"subset: {name} selects no values")
-            idx = _as_long(idx, name).reshape(-1)
-            if ((idx < 0) | (idx >= self.factor_sizes[k])).any():
-                raise InputError(f"subset: {name} indices must lie in [0, {self.factor_sizes[k]}), got {idx.tolist()}")
-            new._grid[k] = self._grid[k][idx]
-        return new
+        return subset_grid(self, factors)
 
     def _render(self, f: torch.Tensor) -> torch.Tensor:
         full = torch.stack([self._grid[k].to(f.device)[f[:, k]] for k in range(6)], 1)
