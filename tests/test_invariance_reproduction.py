@@ -45,3 +45,28 @@ def test_claims_judged_on_hand_made_results():
     bad = dict(good, Ours={"avg_acc": [0.5, 0.51], "worst_acc": [0.3, 0.31]})
     assert judge_claim(c, bad, "quick")["verdict"] == "fails"
     assert judge_claim(c, good, "smoke")["verdict"] not in ("holds", "fails")
+
+
+def test_table1_on_grids_runs_and_mpi3d_is_not_run_without_file(tmp_path, monkeypatch):
+    from disentbook.core import DataNotFoundError
+    from disentbook.repro.harness import build_objective
+    cfg = dict(R.INVARIANCE_SCALES["smoke"], objective=R.SHAPES3D_OBJECTIVE)
+    assert R.SHAPES3D_OBJECTIVE == dict(num_classes=4, nuisance_sizes=[10.0, 10.0, 5.0, 8.0, 15.0])
+    assert R.MPI3D_OBJECTIVE == dict(num_classes=6, nuisance_sizes=[3.0, 2.0, 3.0, 3.0, 40.0, 40.0])
+    data = R.load_invariance_data("shapes3d-inv", cfg, 0, {})
+    assert data.train.factor_sizes[2] == 5 and data.tests[""].factor_values("object_hue").min() == pytest.approx(0.5)
+    b = R.invariance_sampler(data, "cpu").sample(4, make_generator(0))
+    assert (b["labels"] < 4).all() and (b["s"][:, 2] < 5).all()
+    for spec in R.table1_specs(cfg, {}):
+        torch.manual_seed(0)
+        model = R.invariance_model(spec, data, cfg)
+        assert model.latent_dim == 20 + (48 if spec["objective"] in ("vfae", "cvib") else 0)
+        out = build_objective(spec, data, model, cfg)(model, b, 0)
+        assert torch.isfinite(out["loss"]), spec["row"]
+    ev = R.evaluate_invariance(model.eval(), data, dict(cfg, eval=dict(n_probe=64, n_test=64)), 0, spec)
+    assert set(ev) == {"avg_acc", "worst_acc"} and 0 <= ev["worst_acc"] <= ev["avg_acc"] <= 1
+    monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path))
+    for name in ("mpi3d-inv", "mpi3d"):
+        with pytest.raises(DataNotFoundError, match="not run: no file at .*mpi3d_real.npz"):
+            R.load_invariance_data(name, R.INVARIANCE_SCALES["paper"], 0, {})
+    assert {t.name for t in R.INVARIANCE_TABLES} >= {"Table 1 (3dShapes)", "Table 1 (MPI3D)", "Table 3 (MPI3D)"}
