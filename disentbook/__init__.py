@@ -9,7 +9,7 @@ __all__ = []
 # %% ../nbs/92_package.ipynb #d3e5324e
 from . import core, checking
 from .data import base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet
-from .data import digit_style, shapes3d, colored_mnist
+from .data import digit_style, shapes3d, mpi3d, colored_mnist
 from . import nets
 from .objectives import base, density_ratio, vae, dipvae, tcwae, contrastive, refvae, invariance
 from . import train, engine
@@ -17,5 +17,5 @@ from .eval import metrics, scores, protocols, viz, dipvae
 from .repro import harness, vae, dipvae, tcwae, contrastive, refvae, invariance
 from .classroom import exercises, widgets
 from .classroom.pretrained import pretrained   # disentbook.pretrained("beta_vae_b4"): a shipped model
-del base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet, digit_style, shapes3d, colored_mnist
+del base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet, digit_style, shapes3d, mpi3d, colored_mnist
 del density_ratio, refvae, invariance, harness, vae, dipvae, tcwae, contrastive, metrics, scores, protocols, viz, exercises, widgets
