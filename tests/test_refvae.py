@@ -9,7 +9,7 @@ from disentbook.nets import VAE
 from disentbook.objectives.base import make_objective
 from disentbook.objectives.refvae import (RefDiscriminator, RefVAE, check_discriminator_loss, check_laplace_nll,
                                           check_latent_nll, decoder_sensitivity, discriminator_loss, laplace_nll,
-                                          latent_nll, latent_rec, rb_vae_terms, srb_vae_terms)
+                                          latent_log_ratio, latent_nll, latent_rec, rb_vae_terms, srb_vae_terms)
 from disentbook.train import Trainer
 
 
@@ -92,9 +92,42 @@ def test_srb_terms_adversarial_golden_with_constant_discriminators():
     m = small_model()
     xu, xr = torch.rand(4, 3, 28, 28), torch.rand(4, 3, 28, 28)
     xu[:, 0, 0, 0] = 2.0; xr[:, 0, 0, 0] = 2.0                      # flags (outside [0, 1] on purpose: never generated)
-    t = srb_vae_terms(m, Const(3.0, 1.0), Const(-1.0, 0.5), xu, xr)
+    t = srb_vae_terms(m, Const(3.0, 1.0), Const(-1.0, 0.5), xu, xr, ratio="learned")
     assert t["adv"].item() == pytest.approx(0.5 * (3.0 - 1.0) + 0.5 * (-1.0 - 0.5))
     assert [v.shape[1] for v in t["p0"][1:]] == [4, 3] and len(t["q1"]) == 2
+    assert all(float(v.abs().max()) == 0 for v in t["a"].values())
+    # the analytic split: T = a + D, so the constants add to the batch means of a
+    torch.manual_seed(0); ta = srb_vae_terms(m, Const(3.0, 1.0), Const(-1.0, 0.5), xu, xr)
+    a = {k: v.mean().item() for k, v in ta["a"].items()}
+    assert ta["adv"].item() == pytest.approx(0.5 * (3.0 + a["q0"] - 1.0 - a["p0"]) + 0.5 * (-1.0 + a["q1"] - 0.5 - a["p1"]), rel=1e-5)
+    with pytest.raises(InputError, match="ratio"): srb_vae_terms(m, Const(0, 0), Const(0, 0), xu, xr, ratio="exact")
+
+
+def test_latent_log_ratio_golden():
+    "log q(v|x) - log p(v): 0 when q is the prior; the difference of two Gaussian log densities otherwise."
+    z = torch.randn(5, 3, dtype=torch.float64)
+    assert latent_log_ratio((z,), (torch.zeros_like(z),), (torch.zeros_like(z),)).abs().max().item() == 0
+    mu, lv, e, me, le = (torch.randn(5, k, dtype=torch.float64) for k in (3, 3, 2, 2, 2))
+    N = torch.distributions.Normal
+    ref = (N(mu, (0.5 * lv).exp()).log_prob(z).sum(1) - N(0.0, 1.0).log_prob(z).sum(1)
+           + N(me, (0.5 * le).exp()).log_prob(e).sum(1) - N(0.0, 1.0).log_prob(e).sum(1))
+    torch.testing.assert_close(latent_log_ratio((z, e), (mu, me), (lv, le)), ref)
+
+
+def test_srb_vae_stays_bounded_at_lr_5e_4():
+    """Regression: the literal estimator (D alone, `ratio='learned'`) drove the posterior log-variance to ~37 and
+    rb_loss to ~1e17 at lr 5e-4; with the analytic latent part of the log ratio every term stays bounded."""
+    from disentbook.data.digit_style import ReferenceSampler, make_digit_style
+    ds = make_digit_style("embedded", size=28, n_reference=200, n_unlabelled=200, n_probe=40, seed=0)
+    torch.manual_seed(0)
+    m = RefVAE(28, 3, 4, 4, hidden=16)
+    obj = make_objective("srb_vae", model=m, disc_hidden=16)
+    assert obj.ratio == "analytic"
+    tr = Trainer(m, obj, ReferenceSampler(ds.reference, ds.unlabelled, device="cpu"),
+                 dict(steps=100, batch_size=12, lr=5e-4, betas=(0.5, 0.999), log_every=10, progress=False, device="cpu")).fit()
+    h = tr.history
+    assert h.drop(columns="step").abs().max().max() < 1e4
+    assert h.logvar_max.max() < 10 and h.rb_loss.max() < 1e4 and h.adv.abs().max() < 1e3
 
 
 def test_discriminator_shapes_and_bad_input():

@@ -20,9 +20,9 @@ from .contrastive import ContrastiveVAE
 from .density_ratio import density_ratio_loss
 
 # %% auto #0
-__all__ = ['REFVAE_PAPER', 'LAPLACE_HINT', 'LATENT_HINT', 'DISC_HINT', 'RefVAE', 'laplace_nll', 'rb_vae_terms',
-           'decoder_sensitivity', 'latent_nll', 'latent_rec', 'RefDiscriminator', 'RbVAE', 'srb_vae_terms', 'SRbVAE',
-           'SVAE', 'MathieuRef', 'check_laplace_nll', 'check_latent_nll', 'discriminator_loss',
+__all__ = ['REFVAE_PAPER', 'RATIOS', 'LAPLACE_HINT', 'LATENT_HINT', 'DISC_HINT', 'RefVAE', 'laplace_nll', 'rb_vae_terms',
+           'decoder_sensitivity', 'latent_nll', 'latent_rec', 'RefDiscriminator', 'RbVAE', 'discriminator_loss',
+           'latent_log_ratio', 'srb_vae_terms', 'SRbVAE', 'SVAE', 'MathieuRef', 'check_laplace_nll', 'check_latent_nll',
            'check_discriminator_loss']
 
 # %% ../../nbs/60_refvae.ipynb #565061c7
@@ -148,22 +148,46 @@ def _gen_latents(model, b, device, generator=None):
     r = lambda d: torch.randn(b, d, generator=generator, device="cpu" if generator is None else generator.device).to(device)
     return r(model.z_dim), r(model.e_dim), r(model.z_dim)
 
+def discriminator_loss(logits_q: torch.Tensor, logits_p: torch.Tensor) -> torch.Tensor:
+    "The density-ratio (logistic) loss from logits: ½[mean softplus(−logits_q) + mean softplus(logits_p)] (q labelled 1)."
+    return 0.5 * (F.softplus(-logits_q).mean() + F.softplus(logits_p).mean())
+
+RATIOS = ("analytic", "learned")
+
+def latent_log_ratio(vs, mus, logvars) -> torch.Tensor:
+    "log q(v|x) − log p(v) of latent samples under Gaussian posteriors (mu, logvar) and the prior N(0, I), summed over groups: (N,)."
+    out = 0.
+    for v, mu, lv in zip(vs, mus, logvars):
+        out = out + latent_nll(v, torch.zeros_like(v), torch.zeros_like(v)) - latent_nll(v, mu, lv)
+    return out
+
 def srb_vae_terms(model: RefVAE, d0: nn.Module, d1: nn.Module, x_u, x_r, latent_rec_kind: str = "nll",
-                  generator: torch.Generator | None = None) -> dict:
-    "The sRb-VAE terms (adv, img, lat) and the q/p samples of both discriminators, from one pass over the batch."
+                  generator: torch.Generator | None = None, ratio: str = "analytic") -> dict:
+    """The sRb-VAE terms (adv, img, lat), the q/p samples of both discriminators and the analytic latent part `a` of
+    each log ratio (zeros for `ratio='learned'`), from one pass over the batch; T = a + D (see §10)."""
+    if ratio not in RATIOS: raise InputError(f"ratio: expected one of {RATIOS}, got {ratio!r}")
     t = rb_vae_terms(model, x_u, x_r, generator)
     b = len(x_u)
     zt, et, zt2 = _gen_latents(model, b, x_u.device, generator)
     gen = model.mean(model.decode(torch.cat([model.join(zt, et), model.join(zt2)])).float())
     q0, p0 = (x_u, t["z_u"], t["e_u"]), (gen[:b], zt, et)
     q1, p1 = (x_r, t["z_r"]), (gen[b:], zt2)
-    adv = 0.5 * (d0(*q0).mean() - d0(*p0).mean()) + 0.5 * (d1(*q1).mean() - d1(*p1).mean())
     re = model.encode_ze(gen)
     mz, lz, me, le = (re[k].float() for k in ("mu_z", "logvar_z", "mu_e", "logvar_e"))
+    if ratio == "analytic":       # log q(z,e|x) − log p(z,e) at each sample: q-side on real images, p-side on generated
+        mu_z, lv_z, mu_e, lv_e = t["mu_z"], t["logvar_z"], t["mu_e"], t["logvar_e"]
+        a = dict(q0=latent_log_ratio((t["z_u"], t["e_u"]), (mu_z[:b], mu_e[:b]), (lv_z[:b], lv_e[:b])),
+                 p0=latent_log_ratio((zt, et), (mz[:b], me[:b]), (lz[:b], le[:b])),
+                 q1=latent_log_ratio((t["z_r"],), (mu_z[b:],), (lv_z[b:],)),
+                 p1=latent_log_ratio((zt2,), (mz[b:],), (lz[b:],)))
+    else: a = {k: torch.zeros(b, device=x_u.device) for k in ("q0", "p0", "q1", "p1")}
+    adv = 0.5 * ((a["q0"] + d0(*q0)).mean() - (a["p0"] + d0(*p0)).mean()) \
+        + 0.5 * ((a["q1"] + d1(*q1)).mean() - (a["p1"] + d1(*p1)).mean())
     lat = 0.5 * (latent_rec(zt, mz[:b], lz[:b], latent_rec_kind) + latent_rec(et, me[:b], le[:b], latent_rec_kind)) \
         + 0.5 * latent_rec(zt2, mz[b:], lz[b:], latent_rec_kind)
     img = 0.5 * (t["rec_u"] + t["rec_r"])
-    return dict(adv=adv, img=img, lat=lat, rb_loss=t["loss"], q0=q0, p0=p0, q1=q1, p1=p1)
+    return dict(adv=adv, img=img, lat=lat, rb_loss=t["loss"], q0=q0, p0=p0, q1=q1, p1=p1, a=a,
+                logvar_max=torch.cat([t["logvar_z"], t["logvar_e"]], 1).max().detach())
 
 _SIZE = lambda what: Param("int", None, f"{what}; none: from the model at bind", low=1)
 _DISC_P = dict(disc_hidden=Param("int", 256, "width of the discriminators (conv trunk output and FC layers)", low=1),
@@ -174,6 +198,9 @@ _REC_P = dict(lambda_img=Param("float", 1.0, "weight of the explicit image recon
               lambda_lat=Param("float", 1.0, "weight of the explicit latent reconstruction", low=0),
               latent_rec=Param("str", "nll", "latent-reconstruction distance: Gaussian NLL under q (Eq. 5) or "
                                "squared error to the mean", choices=("nll", "l2")))
+
+_RATIO_P = dict(ratio=Param("str", "analytic", "log-ratio estimator: 'analytic' T = log q(z,e|x) − log p(z,e) + D (ours, "
+                            "stable), 'learned' T = D alone (the paper's literal estimator; diverges at lr 5e-4)", choices=RATIOS))
 
 class _SizedByModel(Objective):
     "Objectives whose discriminators are sized by the model: `model_keys` come from `model.config` at `bind`."
@@ -204,18 +231,19 @@ class SRbVAE(_SizedByModel):
     "sRb-VAE (Eq. 6-7 + explicit reconstructions): symmetric KL by discriminators D0(x, z, e), D1(x, z)."
     sampler, model_kind, paper = "reference", "ref_vae", REFVAE_PAPER
     model_keys = ("z_dim", "e_dim", "channels", "image_size")
-    params = dict(**_REC_P, **_DISC_P, z_dim=_SIZE("size of z"), e_dim=_SIZE("size of e"),
+    params = dict(**_REC_P, **_RATIO_P, **_DISC_P, z_dim=_SIZE("size of z"), e_dim=_SIZE("size of e"),
                   channels=_SIZE("image channels"), image_size=_SIZE("image side in pixels"))
-    def __init__(self, lambda_img: float = 1.0, lambda_lat: float = 1.0, latent_rec: str = "nll", disc_hidden: int = 256,
-                 disc_dropout: float = 0.5, disc_lr: float = 1e-4, z_dim: int | None = None, e_dim: int | None = None,
-                 channels: int | None = None, image_size: int | None = None):
+    def __init__(self, lambda_img: float = 1.0, lambda_lat: float = 1.0, latent_rec: str = "nll", ratio: str = "analytic",
+                 disc_hidden: int = 256, disc_dropout: float = 0.5, disc_lr: float = 1e-4, z_dim: int | None = None,
+                 e_dim: int | None = None, channels: int | None = None, image_size: int | None = None):
         if latent_rec not in ("nll", "l2"): raise InputError(f"latent_rec: expected 'nll' or 'l2', got {latent_rec!r}")
+        if ratio not in RATIOS: raise InputError(f"ratio: expected one of {RATIOS}, got {ratio!r}")
         for k, v in dict(lambda_img=lambda_img, lambda_lat=lambda_lat, disc_lr=disc_lr).items():
             if not v >= 0: raise InputError(f"{k} must be >= 0, got {v}")
-        self._init(lambda_img=float(lambda_img), lambda_lat=float(lambda_lat), latent_rec=latent_rec,
+        self._init(lambda_img=float(lambda_img), lambda_lat=float(lambda_lat), latent_rec=latent_rec, ratio=ratio,
                    disc_hidden=int(disc_hidden), disc_dropout=float(disc_dropout), disc_lr=float(disc_lr),
                    z_dim=z_dim, e_dim=e_dim, channels=channels, image_size=image_size)
-        self.lambda_img, self.lambda_lat, self.latent_rec = float(lambda_img), float(lambda_lat), latent_rec
+        self.lambda_img, self.lambda_lat, self.latent_rec, self.ratio = float(lambda_img), float(lambda_lat), latent_rec, ratio
 
     def setup(self):
         "D0 on (x, z, e) and D1 on (x, z), each with its own Adam."
@@ -227,15 +255,18 @@ class SRbVAE(_SizedByModel):
 
     def forward(self, model, batch, step):
         _need_ref(batch); _need_refvae(model); self._ready()
-        t = srb_vae_terms(model, self.aux_nets["d0"], self.aux_nets["d1"], batch["x"], batch["x_ref"], self.latent_rec)
+        t = srb_vae_terms(model, self.aux_nets["d0"], self.aux_nets["d1"], batch["x"], batch["x_ref"], self.latent_rec,
+                          ratio=self.ratio)
         loss = t["adv"] + self.lambda_img * t["img"] + self.lambda_lat * t["lat"]
         return dict(loss=loss, adv=t["adv"], img=t["img"], lat=t["lat"], rb_loss=t["rb_loss"].detach(),
-                    _q0=t["q0"], _p0=t["p0"], _q1=t["q1"], _p1=t["p1"])
+                    logvar_max=t["logvar_max"], _q0=t["q0"], _p0=t["p0"], _q1=t["q1"], _p1=t["p1"], _a=t["a"])
 
     def aux_loss(self, name, model, batch, out, step):
+        "Logistic loss of D0 or D1 on the detached samples, with the logit a + D (a = 0 for ratio='learned')."
         k = {"d0": "0", "d1": "1"}[name]
         q, p = (tuple(v.detach() for v in out[f"_{s}{k}"]) for s in ("q", "p"))
-        return dict(loss=density_ratio_loss(self.aux_nets[name], q, p))
+        net, a = self.aux_nets[name], out["_a"]
+        return dict(loss=discriminator_loss(a["q" + k].detach() + net(*q), a["p" + k].detach() + net(*p)))
 
 # %% ../../nbs/60_refvae.ipynb #8e3e057d
 @register_objective("svae")
@@ -365,10 +396,6 @@ def check_latent_nll(fn: Callable, seed: int = 0) -> CheckResult:
                     lambda v, mu, logvar: 0.5 * ((v - mu).pow(2) * torch.exp(-logvar) + logvar).sum(-1)}
     return check_function(fn, latent_nll, cases, name="latent_nll", hint=LATENT_HINT, grad_wrt=("v", "mu", "logvar"),
                           mistakes=mistakes)
-
-def discriminator_loss(logits_q: torch.Tensor, logits_p: torch.Tensor) -> torch.Tensor:
-    "The density-ratio (logistic) loss from logits: ½[mean softplus(−logits_q) + mean softplus(logits_p)] (q labelled 1)."
-    return 0.5 * (F.softplus(-logits_q).mean() + F.softplus(logits_p).mean())
 
 DISC_HINT = ("-log sigmoid(l) = softplus(-l) for the q-samples (label 1), -log(1 - sigmoid(l)) = softplus(l) for the "
              "p-samples (label 0); average each batch, then average the two (0.5 * (...)); softplus keeps large logits finite")
