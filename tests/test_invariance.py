@@ -133,3 +133,17 @@ def test_jsd_matches_adaptive_quadrature_for_unequal_variances():
     a = [torch.randn(4, 3, generator=g, dtype=torch.float64) for _ in range(4)]
     cols = torch.stack([inv.jsd_gaussians(*(x[:, d] for x in a)) for d in range(3)], 1)
     assert torch.allclose(inv.jsd_gaussians(*a), cols, atol=1e-12)
+
+
+def test_uai_adversary_stays_bounded():
+    # the embeddings and disentanglers are tanh-bounded (the authors' code): each squared error per element <= 4, so the
+    # adversarial term cannot run away (with raw encoder means it reached 1e16 within 300 steps)
+    from disentbook.data.colored_mnist import ColoredMNIST, PairSampler
+    from disentbook.train import Trainer, TrainConfig
+    torch.manual_seed(0)
+    m = VAE(28, 3, 20, hidden=32)
+    tr = Trainer(m, make_objective("uai", model=m), PairSampler(ColoredMNIST("train", "embedded"), k=(1, 2)),
+                 TrainConfig(steps=40, batch_size=16, lr=1e-3, log_every=5, progress=False, seed=0))
+    h = tr.fit().history
+    assert torch.isfinite(torch.tensor(h.drop(columns="step").values)).all()
+    assert h["disentangler"].max() <= 8.0 and h["ce"].iloc[-1] < 10

@@ -444,7 +444,9 @@ class CAI(_Supervised):
 
 @register_objective("uai")
 class UAI(_Supervised):
-    "UAI (Jaiswal et al. 2018): alpha·CE(M(e1)) + beta·||x − Dec(dropout(e1), e2)||² − gamma·(disentangler errors); f1, f2 aux nets."
+    """UAI (Jaiswal et al. 2018): alpha·CE(M(e1)) + beta·||x − Dec(dropout(e1), e2)||² − gamma·(disentangler errors); f1, f2 aux nets.
+    The embeddings e1, e2 and the disentanglers' outputs are tanh-bounded (as in the authors' code): with unbounded codes
+    the encoder maximises the disentanglers' squared errors without limit and training diverges."""
     paper = "Jaiswal et al., Unsupervised adversarial invariance, NeurIPS 2018"
     params = dict(d_p=_COMMON["d_p"], alpha=_W(100.0, "weight of the prediction loss (UAI paper, unverified)"),
                   beta=_W(0.1, "weight of the reconstruction (UAI paper, unverified)"), gamma=_W(1.0, "weight of the disentanglers"),
@@ -456,27 +458,29 @@ class UAI(_Supervised):
                          num_classes=num_classes, classifier_hidden=classifier_hidden, latent_dim=latent_dim)
         for k, v in self.hparams.items(): setattr(self, k, v)
         if latent_dim is not None: self.setup()
-    def classifier_input(self, mu): return mu[:, :self.d_p]
+    def classifier_input(self, mu): return torch.tanh(mu[:, :self.d_p])
     def classifier_dim(self): return self.d_p
     def setup(self):
         super().setup()
         dn = self.hparams["latent_dim"] - self.d_p
         self.aux_nets["f1"] = MLPDiscriminator(self.d_p, 64, 1, dn); self.aux_nets["f2"] = MLPDiscriminator(dn, 64, 1, self.d_p)
     def _dis(self, e1, e2):
-        return (self.aux_nets["f1"](e1) - e2).pow(2).mean() + (self.aux_nets["f2"](e2) - e1).pow(2).mean()
+        f1, f2 = self.aux_nets["f1"], self.aux_nets["f2"]
+        return (torch.tanh(f1(e1)) - e2).pow(2).mean() + (torch.tanh(f2(e2)) - e1).pow(2).mean()
     def forward(self, model, batch, step):
         x, y = self._batch(model, batch)
         h = model.encode(x)[0].float()
-        e1, e2 = h[:, :self.d_p], h[:, self.d_p:]
-        ce, acc = self._ce(h, y)
+        e = torch.tanh(h)
+        e1, e2 = e[:, :self.d_p], e[:, self.d_p:]
+        ce, acc = self._ce(h, y)                                   # classifier_input applies the tanh to e1
         xr = model.mean(model.decode(torch.cat([F.dropout(e1, self.dropout, self.training), e2], 1)).float())
         rec = (xr - x).pow(2).mean()
         dis = self._dis(e1, e2)
-        return dict(loss=self.alpha * ce + self.beta * rec - self.gamma * dis, ce=ce, acc=acc, rec=rec, disentangler=dis, _h=h)
+        return dict(loss=self.alpha * ce + self.beta * rec - self.gamma * dis, ce=ce, acc=acc, rec=rec, disentangler=dis, _e=e)
     def aux_loss(self, name, model, batch, out, step):
-        e1, e2 = out["_h"][:, :self.d_p], out["_h"][:, self.d_p:]
+        e1, e2 = out["_e"][:, :self.d_p], out["_e"][:, self.d_p:]
         net, (a, b) = self.aux_nets[name], ((e1, e2) if name == "f1" else (e2, e1))
-        return dict(loss=(net(a) - b).pow(2).mean())
+        return dict(loss=(torch.tanh(net(a)) - b).pow(2).mean())
 
 # %% ../../nbs/70_invariance.ipynb #29a880fd
 def _randn(g, *shape, dtype=torch.float32, scale=1.0):
