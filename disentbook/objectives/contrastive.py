@@ -20,8 +20,8 @@ from .vae import gaussian_kl
 # %% auto #0
 __all__ = ['OT_SOLVERS', 'OURS', 'LEMMA2_HINT', 'DIRAC_HINT', 'OT_HINT', 'ContrastiveVAE', 'contrastive_terms',
            'w2_gaussian_dirac', 'dirac_surrogate', 'sq_cost_matrix', 'ot_plan', 'w2_loss', 'symmetric_kl_adversarial',
-           'permute_pairs', 'ContrastiveVAELoss', 'ContrastiveDirac', 'ContrastiveW2', 'CVAE', 'SRbVAEContrastive',
-           'check_lemma2_w2', 'check_dirac_surrogate', 'check_ot_danskin_grad']
+           'permute_pairs', 'ContrastiveVAELoss', 'ContrastiveDirac', 'ContrastiveW2', 'CVAE', 'check_lemma2_w2',
+           'check_dirac_surrogate', 'check_ot_danskin_grad']
 
 # %% ../../nbs/50_contrastive.ipynb #ebb31d1b
 @MODELS.register("contrastive_vae")
@@ -229,54 +229,6 @@ class CVAE(_Contrastive):
         z, s = out["_z"], out["_s"]
         return dict(loss=density_ratio_loss(self.aux_nets[name], (z, s), permute_pairs(z, s)))
 
-@register_objective("srb_vae_contrastive")
-class SRbVAEContrastive(_Contrastive):
-    "sRb-VAE, Eq. 5: L_VAE + KL(p||q) by density-ratio discriminators on (x, z, s) / (y, z), + latent reconstruction."
-    needs = frozenset({"latent_split", "image_shape"})
-    params = dict(_COMMON, sym_weight=Param("float", 1.0, "weight of the adversarial KL(p||q)", low=0),
-                  latent_rec_weight=Param("float", 1.0, "weight of the latent reconstruction of generated images", low=0),
-                  **_DISC, disc_dropout=Param("float", 0.0, "dropout on the discriminators' last layer inputs", low=0, high=1, high_open=True))
-    paper = ("Ruiz, Martinez, Binefa & Verbeek, Learning disentangled representations with reference-based variational "
-             "autoencoders, 2019 (arXiv:1901.08534)")
-
-    def __init__(self, beta: float = 2.0, sym_weight: float = 1.0, latent_rec_weight: float = 1.0, disc_hidden: int = 256,
-                 disc_depth: int = 2, disc_lr: float = 1e-3, disc_dropout: float = 0.0, z_dim: int | None = None,
-                 s_dim: int | None = None, image_numel: int | None = None, monitor_w2: bool = True, solver: str = "emd"):
-        super().__init__(beta, monitor_w2, solver, sym_weight=float(sym_weight), latent_rec_weight=float(latent_rec_weight),
-                         disc_hidden=disc_hidden, disc_depth=disc_depth, disc_lr=float(disc_lr), disc_dropout=float(disc_dropout),
-                         z_dim=z_dim, s_dim=s_dim, image_numel=image_numel)
-        self.sym_weight, self.latent_rec_weight = float(sym_weight), float(latent_rec_weight)
-        if None not in (z_dim, s_dim, image_numel): self.setup()
-
-    def setup(self):
-        "The target discriminator on (x, z, s) and the background one on (y, z), once the sizes are known."
-        h = self.hparams
-        if self.aux_nets: return
-        self.aux_nets["d_target"] = DensityRatio(h["image_numel"] + h["z_dim"] + h["s_dim"], h["disc_hidden"], h["disc_depth"], h["disc_dropout"])
-        self.aux_nets["d_background"] = DensityRatio(h["image_numel"] + h["z_dim"], h["disc_hidden"], h["disc_depth"], h["disc_dropout"])
-        for k in self.aux_nets: self.aux_optim[k] = dict(lr=h["disc_lr"], betas=(0.5, 0.9))
-
-    def forward(self, model, batch, step):
-        t = self.terms(model, batch)
-        b, dev = len(t["z_x"]), t["z_x"].device
-        zp, sp = torch.randn(2 * b, model.z_dim, device=dev), torch.randn(b, model.s_dim, device=dev)
-        gen = model.mean(model.decode(torch.cat([torch.cat([zp[:b], sp], 1), model.join(zp[b:])])).float())   # p-samples
-        xg, yg = gen[:b], gen[b:]
-        kt = symmetric_kl_adversarial(self.aux_nets["d_target"], (batch["x"], t["z_x"], t["s_x"]), (xg, zp[:b], sp))
-        kb = symmetric_kl_adversarial(self.aux_nets["d_background"], (batch["y"], t["z_y"]), (yg, zp[b:]))
-        kl_pq = kt["kl_pq"] + kb["kl_pq"]
-        re = model.encode_parts(gen)
-        lat = ((re["mu_z"].float() - zp).pow(2).sum(1).mean() + (re["mu_s"][:b].float() - sp).pow(2).sum(1).mean()
-               + re["mu_s"][b:].float().pow(2).sum(1).mean())
-        loss = t["l_vae"] + self.sym_weight * kl_pq + self.latent_rec_weight * lat
-        return self.logged(t, loss, kl_pq=kl_pq, kl_qp=(kt["kl_qp"] + kb["kl_qp"]).detach(), latent_rec=lat,
-                           _q_t=(batch["x"], t["z_x"], t["s_x"]), _p_t=(xg, zp[:b], sp),
-                           _q_b=(batch["y"], t["z_y"]), _p_b=(yg, zp[b:]))
-
-    def aux_loss(self, name, model, batch, out, step):
-        q, p = (out["_q_t"], out["_p_t"]) if name == "d_target" else (out["_q_b"], out["_p_b"])
-        q, p = tuple(v.detach() for v in q), tuple(v.detach() for v in p)
-        return dict(loss=density_ratio_loss(self.aux_nets[name], q, p))
 
 # %% ../../nbs/50_contrastive.ipynb #17de3b38
 def _randn(g, *shape, dtype=torch.float32, scale=1.0):

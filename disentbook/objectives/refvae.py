@@ -16,14 +16,14 @@ from ..checking import Case, CheckResult, check_function
 from ..nets import MODELS, VAE, ConvEncoder, reparameterize
 from .base import Objective, Param, register_objective
 from .vae import gaussian_kl
-from .contrastive import ContrastiveVAE
-from .density_ratio import density_ratio_loss
+from .contrastive import OT_SOLVERS, ContrastiveVAE, dirac_surrogate, w2_loss
+from .density_ratio import DensityRatio, density_ratio_loss
 
 # %% auto #0
-__all__ = ['REFVAE_PAPER', 'RATIOS', 'LAPLACE_HINT', 'LATENT_HINT', 'DISC_HINT', 'RefVAE', 'laplace_nll', 'rb_vae_terms',
-           'decoder_sensitivity', 'latent_nll', 'latent_rec', 'RefDiscriminator', 'RbVAE', 'discriminator_loss',
-           'latent_log_ratio', 'srb_vae_terms', 'SRbVAE', 'SVAE', 'MathieuRef', 'check_laplace_nll', 'check_latent_nll',
-           'check_discriminator_loss']
+__all__ = ['REFVAE_PAPER', 'RATIOS', 'LAPLACE_HINT', 'LATENT_HINT', 'DISC_HINT', 'RefVAE', 'laplace_nll', 'encode_ze',
+           'rb_vae_terms', 'decoder_sensitivity', 'latent_nll', 'latent_rec', 'RefDiscriminator', 'RbVAE',
+           'discriminator_loss', 'latent_log_ratio', 'srb_vae_terms', 'SRbVAE', 'SVAE', 'MathieuRef',
+           'check_laplace_nll', 'check_latent_nll', 'check_discriminator_loss', 'SRbVAEContrastive']
 
 # %% ../../nbs/60_refvae.ipynb #565061c7
 @MODELS.register("ref_vae")
@@ -61,11 +61,17 @@ def laplace_nll(x: torch.Tensor, mean: torch.Tensor, b: float | torch.Tensor) ->
     return ((x - mean).abs() / b + torch.log(2 * b)).flatten(1).sum(1)
 
 # %% ../../nbs/60_refvae.ipynb #625f1dde
+def encode_ze(model, x) -> dict:
+    "mu_z, logvar_z, mu_e, logvar_e of a `RefVAE`, or of a `ContrastiveVAE` (its salient s in the role of e)."
+    if hasattr(model, "encode_ze"): return model.encode_ze(x)
+    p = model.encode_parts(x)
+    return dict(mu_z=p["mu_z"], logvar_z=p["logvar_z"], mu_e=p["mu_s"], logvar_e=p["logvar_s"])
+
 def rb_vae_terms(model: RefVAE, x_u: torch.Tensor, x_r: torch.Tensor, generator: torch.Generator | None = None) -> dict:
     "Eq. 3 on an unlabelled batch `x_u` and a reference batch `x_r`: the batch-mean terms, `loss`, and the samples."
     if x_u.shape[1:] != x_r.shape[1:]: raise InputError(f"x_u {tuple(x_u.shape)} and x_r {tuple(x_r.shape)}: image shapes differ")
     b = len(x_u)
-    p = model.encode_ze(torch.cat([x_u, x_r]))
+    p = encode_ze(model, torch.cat([x_u, x_r]))
     mu_z, lv_z, mu_e, lv_e = (p[k].float() for k in ("mu_z", "logvar_z", "mu_e", "logvar_e"))
     z = reparameterize(mu_z, lv_z, generator)
     e_u = reparameterize(mu_e[:b], lv_e[:b], generator)
@@ -146,7 +152,7 @@ class RbVAE(Objective):
 # %% ../../nbs/60_refvae.ipynb #7dc80824
 def _gen_latents(model, b, device, generator=None):
     r = lambda d: torch.randn(b, d, generator=generator, device="cpu" if generator is None else generator.device).to(device)
-    return r(model.z_dim), r(model.e_dim), r(model.z_dim)
+    return r(model.z_dim), r(getattr(model, "e_dim", None) or model.s_dim), r(model.z_dim)
 
 def discriminator_loss(logits_q: torch.Tensor, logits_p: torch.Tensor) -> torch.Tensor:
     "The density-ratio (logistic) loss from logits: ½[mean softplus(−logits_q) + mean softplus(logits_p)] (q labelled 1)."
@@ -172,7 +178,7 @@ def srb_vae_terms(model: RefVAE, d0: nn.Module, d1: nn.Module, x_u, x_r, latent_
     gen = model.mean(model.decode(torch.cat([model.join(zt, et), model.join(zt2)])).float())
     q0, p0 = (x_u, t["z_u"], t["e_u"]), (gen[:b], zt, et)
     q1, p1 = (x_r, t["z_r"]), (gen[b:], zt2)
-    re = model.encode_ze(gen)
+    re = encode_ze(model, gen)
     mz, lz, me, le = (re[k].float() for k in ("mu_z", "logvar_z", "mu_e", "logvar_e"))
     if ratio == "analytic":       # log q(z,e|x) − log p(z,e) at each sample: q-side on real images, p-side on generated
         mu_z, lv_z, mu_e, lv_e = t["mu_z"], t["logvar_z"], t["mu_e"], t["logvar_e"]
@@ -181,12 +187,13 @@ def srb_vae_terms(model: RefVAE, d0: nn.Module, d1: nn.Module, x_u, x_r, latent_
                  q1=latent_log_ratio((t["z_r"],), (mu_z[b:],), (lv_z[b:],)),
                  p1=latent_log_ratio((zt2,), (mz[b:],), (lz[b:],)))
     else: a = {k: torch.zeros(b, device=x_u.device) for k in ("q0", "p0", "q1", "p1")}
-    adv = 0.5 * ((a["q0"] + d0(*q0)).mean() - (a["p0"] + d0(*p0)).mean()) \
-        + 0.5 * ((a["q1"] + d1(*q1)).mean() - (a["p1"] + d1(*p1)).mean())
+    d = dict(q0=d0(*q0).mean(), p0=d0(*p0).mean(), q1=d1(*q1).mean(), p1=d1(*p1).mean())   # E[D] on each sample set
+    adv = 0.5 * ((a["q0"].mean() + d["q0"]) - (a["p0"].mean() + d["p0"])) + 0.5 * ((a["q1"].mean() + d["q1"]) - (a["p1"].mean() + d["p1"]))
     lat = 0.5 * (latent_rec(zt, mz[:b], lz[:b], latent_rec_kind) + latent_rec(et, me[:b], le[:b], latent_rec_kind)) \
         + 0.5 * latent_rec(zt2, mz[b:], lz[b:], latent_rec_kind)
     img = 0.5 * (t["rec_u"] + t["rec_r"])
-    return dict(adv=adv, img=img, lat=lat, rb_loss=t["loss"], q0=q0, p0=p0, q1=q1, p1=p1, a=a,
+    return dict(adv=adv, img=img, lat=lat, rb_loss=t["loss"], q0=q0, p0=p0, q1=q1, p1=p1, a=a, d=d, rb=t,
+                gen=dict(z=zt, e=et, z_ref=zt2, mu_z=mz, mu_e=me),
                 logvar_max=torch.cat([t["logvar_z"], t["logvar_e"]], 1).max().detach())
 
 _SIZE = lambda what: Param("int", None, f"{what}; none: from the model at bind", low=1)
@@ -414,3 +421,63 @@ def check_discriminator_loss(fn: Callable, seed: int = 0) -> CheckResult:
                     lambda logits_q, logits_p: F.softplus(-logits_q).mean() + F.softplus(logits_p).mean()}
     return check_function(fn, discriminator_loss, cases, name="discriminator_loss", hint=DISC_HINT,
                           grad_wrt=("logits_q", "logits_p"), mistakes=mistakes)
+
+# %% ../../nbs/60_refvae.ipynb #0ba4c4e5
+@register_objective("srb_vae_contrastive")
+class SRbVAEContrastive(Objective):
+    """sRb-VAE as restated by the contrastive paper (its Eq. 5): `srb_vae_terms` on a `ContrastiveVAE` (s as e, e_r = 0),
+    combined as L_VAE (analytic KLs, β) − λ_sym E_p[D] + λ_lat · L2 latent reconstruction; MLP discriminators."""
+    sampler, model_kind = "target_background", "contrastive_vae"
+    needs = frozenset({"latent_split", "image_shape"})
+    paper = REFVAE_PAPER + ", as restated in Towards principled objectives for contrastive disentanglement (ICLR 2020 submission)"
+    params = dict(beta=Param("float", 2.0, "weight of the KL terms of L_VAE (Eq. 3)", low=0),
+                  monitor_w2=Param("bool", True, "log the exact W2 between the target's and background's common codes"),
+                  solver=Param("str", "emd", "exact OT solver", choices=OT_SOLVERS),
+                  sym_weight=Param("float", 1.0, "weight of the adversarial KL(p||q)", low=0),
+                  latent_rec_weight=Param("float", 1.0, "weight of the latent reconstruction of generated images", low=0),
+                  disc_hidden=Param("int", 256, "discriminator width", low=1), disc_depth=Param("int", 2, "discriminator hidden layers", low=1),
+                  disc_lr=Param("float", 1e-3, "discriminator Adam learning rate", low=0, low_open=True),
+                  disc_dropout=Param("float", 0.0, "dropout on the discriminators' inputs", low=0, high=1, high_open=True))
+
+    def __init__(self, beta: float = 2.0, sym_weight: float = 1.0, latent_rec_weight: float = 1.0, disc_hidden: int = 256,
+                 disc_depth: int = 2, disc_lr: float = 1e-3, disc_dropout: float = 0.0, z_dim: int | None = None,
+                 s_dim: int | None = None, image_numel: int | None = None, monitor_w2: bool = True, solver: str = "emd"):
+        for k, v in dict(beta=beta, sym_weight=sym_weight, latent_rec_weight=latent_rec_weight).items():
+            if not v >= 0: raise InputError(f"SRbVAEContrastive: {k} must be >= 0, got {v}")
+        if solver not in OT_SOLVERS: raise InputError(f"solver: expected one of {OT_SOLVERS}, got {solver!r}")
+        super().__init__(beta=float(beta), monitor_w2=bool(monitor_w2), solver=solver, sym_weight=float(sym_weight),
+                         latent_rec_weight=float(latent_rec_weight), disc_hidden=int(disc_hidden), disc_depth=int(disc_depth),
+                         disc_lr=float(disc_lr), disc_dropout=float(disc_dropout), z_dim=z_dim, s_dim=s_dim, image_numel=image_numel)
+        self.beta, self.monitor_w2, self.solver = float(beta), bool(monitor_w2), solver
+        self.sym_weight, self.latent_rec_weight = float(sym_weight), float(latent_rec_weight)
+        if None not in (z_dim, s_dim, image_numel): self.setup()
+
+    def setup(self):
+        "The target discriminator on (x, z, s) and the background one on (y, z): MLPs on flattened pixels and codes."
+        h = self.hparams
+        if self.aux_nets: return
+        self.aux_nets["d_target"] = DensityRatio(h["image_numel"] + h["z_dim"] + h["s_dim"], h["disc_hidden"], h["disc_depth"], h["disc_dropout"])
+        self.aux_nets["d_background"] = DensityRatio(h["image_numel"] + h["z_dim"], h["disc_hidden"], h["disc_depth"], h["disc_dropout"])
+        for k in self.aux_nets: self.aux_optim[k] = dict(lr=h["disc_lr"], betas=(0.5, 0.9))
+
+    def forward(self, model, batch, step):
+        if "y" not in batch: raise InputError("contrastive objectives need batches with 'x' (target) and 'y' (background)")
+        t = srb_vae_terms(model, self.aux_nets["d_target"], self.aux_nets["d_background"], batch["x"], batch["y"],
+                          latent_rec_kind="l2", ratio="learned")
+        rb, g, b = t["rb"], t["gen"], len(batch["x"])
+        rec_x, rec_y, kl_x, kl_y = rb["rec_u"], rb["rec_r"], rb["kl_z_u"] + rb["kl_e_u"], rb["kl_z_r"]
+        l_vae = rec_x + self.beta * kl_x + rec_y + self.beta * kl_y
+        kl_pq, kl_qp = -(t["d"]["p0"] + t["d"]["p1"]), (t["d"]["q0"] + t["d"]["q1"]).detach()
+        lat = ((g["mu_z"] - torch.cat([g["z"], g["z_ref"]])).pow(2).sum(1).mean() + (g["mu_e"][:b] - g["e"]).pow(2).sum(1).mean()
+               + g["mu_e"][b:].pow(2).sum(1).mean())
+        loss = l_vae + self.sym_weight * kl_pq + self.latent_rec_weight * lat
+        out = dict(loss=loss, l_vae=l_vae, rec_x=rec_x, rec_y=rec_y, kl_x=kl_x, kl_y=kl_y,
+                   dirac=dirac_surrogate(rb["mu_e"][b:], rb["logvar_e"][b:]).detach(), kl_pq=kl_pq, kl_qp=kl_qp, latent_rec=lat,
+                   _q_t=t["q0"], _p_t=t["p0"], _q_b=t["q1"], _p_b=t["p1"])
+        if self.monitor_w2:
+            with torch.no_grad(): out["w2"] = w2_loss(rb["z_u"].detach(), rb["z_r"].detach(), self.solver)
+        return out
+
+    def aux_loss(self, name, model, batch, out, step):
+        q, p = (out["_q_t"], out["_p_t"]) if name == "d_target" else (out["_q_b"], out["_p_b"])
+        return dict(loss=density_ratio_loss(self.aux_nets[name], tuple(v.detach() for v in q), tuple(v.detach() for v in p)))
