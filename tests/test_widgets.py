@@ -12,7 +12,7 @@ from disentbook.core import InputError
 from disentbook.nets import VAE
 from disentbook.objectives.vae import gaussian_kl
 from disentbook.eval.viz import kl_per_dim
-from disentbook.classroom.widgets import (LatentExplorer, check_button, decode_latent, feedback_html, gaussian_kl_explorer, gaussian_kl_figure, kl_2d_gaussian, latent_order, parameter_explorer, png_bytes, render_value, traversal_viewer)
+from disentbook.classroom.widgets import (LatentExplorer, check_blocks, check_button, decode_latent, latent_blocks, feedback_html, gaussian_kl_explorer, gaussian_kl_figure, kl_2d_gaussian, latent_order, parameter_explorer, png_bytes, render_value, traversal_viewer)
 
 
 class PixelModel(torch.nn.Module):
@@ -157,6 +157,57 @@ def test_latent_explorer_vae_is_fast():
     assert (time.perf_counter() - t) / 5 < 0.25 and ex.last_render_s < 0.25
     assert _png(ex.image.value).shape == (28 * 4, 28 * 4)
     assert ex._repr_mimebundle_()  # displays as its container
+
+
+def test_latent_explorer_blocks_on_pixel_model():
+    "Sliders grouped by block under a heading, KL order inside each block, labels by block name and index in it."
+    m = PixelModel()
+    ex = LatentExplorer(m, X, scale=1, blocks={"p (first)": [0], "q (rest)": [1, 2]})
+    assert ex.order[0] == 0 and sorted(ex.order[1:]) == [1, 2]
+    assert [s.description.split()[0] for s in ex.sliders][0] == "p0"
+    assert {s.description.split()[0] for s in ex.sliders[1:]} == {"q0", "q1"}
+    assert ex.block_dims("q (rest)") == ex.order[1:] and ex.block_of == {0: "p (first)", 1: "q (rest)", 2: "q (rest)"}
+    heads = [w.value for w in ex.widget.children[1].children if not hasattr(w, "min")]
+    assert len(heads) == 2 and "p (first)" in heads[0] and "q (rest)" in heads[1]
+    before = ex.image.value
+    ex.set_value(2, 2.5)
+    assert _png(ex.image.value)[0, 2] == round(255 * torch.sigmoid(torch.tensor(2.5)).item()) and ex.image.value != before
+    for bad in ({"a": [0, 1]}, {"a": [0, 1, 2], "b": []}, {"a": [0, 0, 1, 2]}, "z"):
+        with pytest.raises(InputError, match="blocks"): LatentExplorer(m, X, blocks=bad)
+    assert latent_blocks(m) is None and check_blocks(None, 3) is None
+
+
+def _mean_change(ex, dim, value):
+    before = _png(ex.image.value).astype(float)
+    ex.set_value(dim, value)
+    after = _png(ex.image.value).astype(float)
+    ex.restore()
+    return np.abs(after - before).mean()
+
+
+def test_latent_explorer_on_pretrained_srb_vae():
+    "The sRb-VAE's sliders come as z (content) and e (style); moving an e slider changes the decoded digit visibly."
+    from disentbook.classroom.pretrained import pretrained, sample_images
+    model = pretrained("srb_vae")
+    ex = LatentExplorer(model, sample_images("srb_vae", 8))
+    assert list(ex.blocks) == ["z (content)", "e (style)"] and ex.block_dims("e (style)")[0] >= model.z_dim
+    labels = [s.description.split()[0] for s in ex.sliders]
+    assert labels[:model.z_dim] == [f"z{d}" for d in ex.order[:model.z_dim]]
+    assert labels[model.z_dim:] == [f"e{d - model.z_dim}" for d in ex.order[model.z_dim:]]
+    e0, z0 = ex.block_dims("e (style)")[0], ex.block_dims("z (content)")[0]     # the largest KL of each block
+    assert _mean_change(ex, e0, ex.sliders[ex.order.index(e0)].max) > 2, "an e slider changes the image visibly"
+    assert _mean_change(ex, z0, ex.sliders[ex.order.index(z0)].max) > 2, "a z slider changes the image visibly"
+
+
+def test_latent_explorer_on_pretrained_invariance_model():
+    "The invariance model's sliders come as the predictive block z_p and the nuisance block z_n (from the card's d_p)."
+    from disentbook.classroom.pretrained import pretrained, sample_images
+    model = pretrained("swap_invariance")
+    ex = LatentExplorer(model, sample_images("swap_invariance", 4))
+    assert list(ex.blocks) == ["z_p (predictive)", "z_n (nuisance)"]
+    assert sorted(ex.block_dims("z_p (predictive)")) == list(range(10)) and ex.sliders[10].description.startswith("z_n")
+    zn = ex.block_dims("z_n (nuisance)")[0]
+    assert _mean_change(ex, zn, ex.sliders[ex.order.index(zn)].max) > 2, "a nuisance slider changes the image visibly"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

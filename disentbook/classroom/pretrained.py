@@ -14,8 +14,8 @@ from ..core import (CorruptFileError, DataNotFoundError, InputError, make_genera
                              sha256_file)
 
 # %% auto #0
-__all__ = ['PRETRAINED_DIR', 'EVALUATIONS', 'available_pretrained', 'pretrained_card', 'pretrained', 'evaluation_data', 'measure',
-           'sample_images', 'pretrained_table']
+__all__ = ['PRETRAINED_DIR', 'EVALUATIONS', 'available_pretrained', 'pretrained_card', 'card_blocks', 'pretrained',
+           'evaluation_data', 'measure', 'sample_images', 'pretrained_table']
 
 # %% ../../nbs/07a_pretrained.ipynb #7fe54744
 PRETRAINED_DIR = package_dir() / "assets" / "pretrained"
@@ -41,9 +41,21 @@ def pretrained_card(name: str, root=None) -> dict:
     return card
 
 # %% ../../nbs/07a_pretrained.ipynb #a5dee1f1
+_PREDICTIVE_BLOCK = ("swap_invariance", "uai")     # plain VAEs whose first d_p latents are the predictive block z_p
+
+def card_blocks(card: dict) -> dict | None:
+    """{label: dims} of the latent blocks of a card's model that its config does not show: z_p (predictive, the first
+    `d_p` latents) and z_n (nuisance) for the invariance models; None otherwise (a RefVAE's z / e come from its config)."""
+    if card.get("method") not in _PREDICTIVE_BLOCK: return None
+    from disentbook.objectives.base import OBJECTIVES
+    import disentbook.objectives.invariance  # noqa: F401  (registers the invariance objectives)
+    d_p, n = int(card.get("params", {}).get("d_p", OBJECTIVES[card["method"]].params["d_p"].default)), card["model"]["latent_dim"]
+    return {"z_p (predictive)": list(range(d_p)), "z_n (nuisance)": list(range(d_p, n))}
+
 def pretrained(name: str, device=None, root=None) -> torch.nn.Module:
     """Pretrained model `name` (see `available_pretrained()`): rebuilt from its card, float32, eval mode, on `device`
-    (default CPU). The weights file's sha256 is checked first; the card is kept as `model.card`."""
+    (default CPU). The weights file's sha256 is checked first; the card is kept as `model.card`
+    and the latent blocks a card names (`card_blocks`) as `model.blocks`."""
     from disentbook.nets import build_model
     card = pretrained_card(name, root)
     path = _root(root) / card["weights"]
@@ -57,6 +69,8 @@ def pretrained(name: str, device=None, root=None) -> torch.nn.Module:
     model = build_model(card["model"])
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
     model.card = card
+    blocks = card_blocks(card)
+    if blocks is not None: model.blocks = blocks          # for the explorer: one labelled group of sliders per block
     return model.to(torch.device(device) if device is not None else "cpu").eval()
 
 # %% ../../nbs/07a_pretrained.ipynb #56048dd7
@@ -67,10 +81,15 @@ EVALUATIONS = {
                      kl_images=256),
     "grassy": dict(kind="contrastive", data=dict(kind="linear", per_digit=100, n_background=500, split="test", seed=1),
                    seed=0, tsne=False),
+    "digit_style": dict(kind="reference", data=dict(source="embedded", size=28, n_reference=2, n_unlabelled=2, seed=0),
+                        seed=0, n=500),
+    "colored_mnist": dict(kind="invariance", data=dict(source="embedded"), metrics=["z_p", "all"], seed=0, n_probe=3000,
+                          n_test=3000),
 }
 
 def evaluation_data(card: dict):
-    "The fixed evaluation data of a card: procedural dSprites, or held-out linear Grassy-MNIST."
+    """The fixed evaluation data of a card: procedural dSprites, held-out linear Grassy-MNIST, the two probe folds of
+    the digit-style set (digits no reference-based model trains on), or Colored-MNIST train (probe fit) and test."""
     ev = card["evaluation"]
     if ev["kind"] == "ground_truth":
         from disentbook.data.dsprites import DSprites
@@ -78,14 +97,26 @@ def evaluation_data(card: dict):
     if ev["kind"] == "contrastive":
         from disentbook.data.grassy import make_grassy_mnist
         return make_grassy_mnist(**ev["data"])
+    if ev["kind"] == "reference":
+        from types import SimpleNamespace
+        from disentbook.data.digit_style import make_digit_style
+        d = make_digit_style(**ev["data"])
+        return SimpleNamespace(kind="MNIST", probe_train=d.probe_train, probe_test=d.probe_test, info=d.info)
+    if ev["kind"] == "invariance":
+        from types import SimpleNamespace
+        from disentbook.data.colored_mnist import ColoredMNIST
+        src = ev["data"]["source"]
+        return SimpleNamespace(kind="invariance", train=ColoredMNIST("train", src), tests={"": ColoredMNIST("test", src)})
     raise InputError(f"unknown evaluation kind {ev['kind']!r}")
 
 # %% ../../nbs/07a_pretrained.ipynb #d1fde3ca
 @torch.no_grad()
 def measure(name: str, root=None, model=None, data=None, metrics=None) -> dict:
     """Recompute the metrics of pretrained model `name` on its card's fixed evaluation set (`model`, `data`: already
-    loaded ones; `metrics`: a subset of the card's ground-truth metrics, default all). Returns
-    {metric/quantity/split: value} (plus `kl_per_dim` for a VAE on dSprites)."""
+    loaded ones; `metrics`: a subset of the card's `evaluation.metrics`, default all). Returns
+    {metric/quantity/split: value} (plus `kl_per_dim` for a VAE on dSprites). Reference-based and invariance models
+    are measured by their reproductions' own evaluations (`repro.refvae.evaluate_refvae`,
+    `repro.invariance.evaluate_invariance`)."""
     from disentbook.eval import protocols, scores
     card = pretrained_card(name, root)
     model = pretrained(name, root=root) if model is None else model
@@ -101,6 +132,21 @@ def measure(name: str, root=None, model=None, data=None, metrics=None) -> dict:
         from disentbook.eval.viz import kl_per_dim
         x, _ = data.sample(ev["kl_images"], make_generator(ev["seed"]))
         out["kl_per_dim"] = [round(float(v), 6) for v in kl_per_dim(model, x)]
+    elif ev["kind"] == "reference":
+        from disentbook.repro.refvae import evaluate_refvae
+        r = evaluate_refvae(model, data, dict(eval=dict(n=ev["n"])), ev["seed"], dict(objective=card["method"]))
+        out = {f"refvae/{k}/probe_test": float(v) for k, v in r.items()}
+    elif ev["kind"] == "invariance":
+        from disentbook.repro.invariance import evaluate_invariance
+        cfg = dict(eval=dict(n_probe=ev["n_probe"], n_test=ev["n_test"]))
+        parts = tuple(ev["metrics"] if metrics is None else metrics)
+        unknown = sorted(set(parts) - set(ev["metrics"]))
+        if unknown: raise InputError(f"metrics: {unknown} are not on the card of {name!r} ({ev['metrics']})")
+        readers = dict(z_p=card["method"], all="inv_cnn")                  # inv_cnn: the classifier reads every latent
+        for part in parts:
+            objective = readers[part]
+            r = evaluate_invariance(model, data, cfg, ev["seed"], dict(objective=objective, params=card.get("params", {})))
+            out.update({f"invariance/{k}/{part}": float(v) for k, v in r.items()})
     else:
         t = data.target
         codes = scores.encode_means(model, t.images)
@@ -118,7 +164,12 @@ def sample_images(name: str, n: int = 8, seed: int = 0, root=None) -> torch.Tens
     card = pretrained_card(name, root)
     data = evaluation_data(card)
     g = make_generator(seed)
-    if card["evaluation"]["kind"] == "ground_truth": return data.sample(n, g)[0]
+    kind = card["evaluation"]["kind"]
+    if kind == "ground_truth": return data.sample(n, g)[0]
+    if kind == "invariance": return data.tests[""].sample(n, g)[0]
+    if kind == "reference":
+        t = data.probe_test
+        return t.images[torch.randperm(len(t), generator=g)[:n]]
     t = data.target
     return t.images[torch.randperm(len(t), generator=g)[:n]]
 
@@ -127,7 +178,10 @@ def pretrained_table(root=None):
     "One row per pretrained model: method, dataset, steps, training seconds, MB, and its main recorded metrics."
     import pandas as pd
     keys = {"mig/score/train": "MIG", "dci/disentanglement/train": "DCI disent.", "factor_vae/accuracy/test": "FactorVAE",
-            "clustering_s/accuracy/target": "clust. acc. s", "clustering_z/accuracy/target": "clust. acc. z"}
+            "clustering_s/accuracy/target": "clust. acc. s", "clustering_z/accuracy/target": "clust. acc. z",
+            "refvae/avg_mae/probe_test": "style MAE (e)", "refvae/avg_mae_z/probe_test": "style MAE (z)",
+            "refvae/baseline_mae/probe_test": "style MAE (mean)", "invariance/avg_acc/z_p": "avg acc (z_p)",
+            "invariance/worst_acc/z_p": "worst acc (z_p)"}
     rows = []
     for n in available_pretrained(root):
         c = pretrained_card(n, root)

@@ -14,9 +14,9 @@ from ..eval.viz import _figure, image_grid, kl_per_dim, traversal_images
 
 # %% auto #0
 __all__ = ['FORMULA_AFTER', 'ATTEMPTS', 'RESULTS', 'latent_order', 'decode_latent', 'png_bytes', 'figure_png', 'kl_2d_gaussian',
-           'gaussian_kl_figure', 'feedback_html', 'LatentExplorer', 'traversal_grid', 'TraversalViewer',
-           'traversal_viewer', 'render_value', 'ParameterExplorer', 'parameter_explorer', 'gaussian_kl_explorer',
-           'CheckButton', 'check_button', 'solved', 'ExerciseCheck', 'check']
+           'gaussian_kl_figure', 'feedback_html', 'latent_blocks', 'check_blocks', 'LatentExplorer', 'traversal_grid',
+           'TraversalViewer', 'traversal_viewer', 'render_value', 'ParameterExplorer', 'parameter_explorer',
+           'gaussian_kl_explorer', 'CheckButton', 'check_button', 'solved', 'ExerciseCheck', 'check']
 
 # %% ../../nbs/07_widgets.ipynb #60d3ae55
 @torch.no_grad()
@@ -135,18 +135,56 @@ class _Panel:
         from IPython.display import display
         display(self.widget)
 
+# %% ../../nbs/07_widgets.ipynb #76291781
+_KIND_BLOCKS = dict(ref_vae=(("z (content)", "z_dim"), ("e (style)", "e_dim")),
+                    contrastive_vae=(("z (common)", "z_dim"), ("s (salient)", "s_dim")))
+
+def latent_blocks(model) -> dict | None:
+    """{label: [dims]} of the latent blocks of `model`: its `blocks` attribute, else from its config (RefVAE: z content /
+    e style; contrastive VAE: z common / s salient); None for a model with one block."""
+    b = getattr(model, "blocks", None)
+    if b: return {str(k): [int(d) for d in v] for k, v in b.items()}
+    cfg = getattr(model, "config", None) or {}
+    if cfg.get("kind") not in _KIND_BLOCKS: return None
+    out, start = {}, 0
+    for label, key in _KIND_BLOCKS[cfg["kind"]]:
+        out[label] = list(range(start, start + int(cfg[key]))); start += int(cfg[key])
+    return out
+
+def check_blocks(blocks: dict | None, latent_dim: int) -> dict | None:
+    "`blocks` ({label: dims}) checked to split 0..latent_dim-1 into non-empty blocks; InputError otherwise."
+    if blocks is None: return None
+    if not isinstance(blocks, dict) or not blocks: raise InputError(f"blocks: expected a dict {{label: dims}}, got {blocks!r}")
+    blocks = {str(k): [int(d) for d in v] for k, v in blocks.items()}
+    flat = sorted(d for v in blocks.values() for d in v)
+    if any(not v for v in blocks.values()) or flat != list(range(latent_dim)):
+        raise InputError(f"blocks: expected non-empty blocks that split the {latent_dim} latents 0..{latent_dim - 1} "
+                         f"(each once), got {blocks}")
+    return blocks
+
+def _short(label: str) -> str: return label.split()[0]
+
+
 # %% ../../nbs/07_widgets.ipynb #93dc692c
 class LatentExplorer(_Panel):
-    "Sliders over the latents of `model` (ordered by KL), starting from the code of one of `images`."
-    def __init__(self, model, images, num_images: int = 8, span: float = 3.0, step: float = 0.05, scale: int = 4):
+    """Sliders over the latents of `model` (ordered by KL), starting from the code of one of `images`; a model with
+    latent blocks (`latent_blocks`, or `blocks=`) gets one labelled group of sliders per block."""
+    def __init__(self, model, images, num_images: int = 8, span: float = 3.0, step: float = 0.05, scale: int = 4,
+                 blocks: dict | None = None):
         import ipywidgets as W
         x = check_images(images)[:num_images]
         self.model, self.images, self.scale = model, x, scale
-        self.order, self.kl = latent_order(model, x, return_kl=True)
+        order, self.kl = latent_order(model, x, return_kl=True)
         self.codes = model.embed(x).float().cpu()  # (n, L) encoder means
+        self.blocks = check_blocks(blocks if blocks is not None else latent_blocks(model), self.codes.shape[1])
+        self.block_of, names = {}, {}
+        for label, dims in (self.blocks or {}).items():
+            for j, d in enumerate(dims): self.block_of[d], names[d] = label, f"{_short(label)}{j}"
+        self.order = [d for dims in self.blocks.values() for d in order if d in dims] if self.blocks else order
         lo = torch.minimum(self.codes.min(0).values, torch.tensor(-span)).tolist()
         hi = torch.maximum(self.codes.max(0).values, torch.tensor(span)).tolist()
-        self.sliders = [W.FloatSlider(value=0.0, min=lo[d], max=hi[d], step=step, description=f"z{d} KL={self.kl[d]:.2f}",
+        self.sliders = [W.FloatSlider(value=0.0, min=lo[d], max=hi[d], step=step,
+                                      description=f"{names.get(d, f'z{d}')} KL={self.kl[d]:.2f}",
                                       continuous_update=True, readout_format=".2f",
                                       style=dict(description_width="100px"), layout=W.Layout(width="360px"))
                         for d in self.order]
@@ -163,7 +201,13 @@ class LatentExplorer(_Panel):
         self.dropdown.observe(lambda ch: self.select(ch["new"]), names="value")
         self.reset.on_click(lambda _: self.restore())
         imgs = W.HBox([W.VBox([W.Label("input"), self.original]), W.VBox([W.Label("decoded"), self.image])])
-        self.widget = W.HBox([W.VBox([self.dropdown, imgs, self.reset]), W.VBox(self.sliders)])
+        if self.blocks:      # a heading per block, then its sliders in KL order
+            col = []
+            for label, dims in self.blocks.items():
+                col.append(W.HTML(f"<b>{html.escape(label)}</b> ({len(dims)} latents)"))
+                col += [s for d, s in zip(self.order, self.sliders) if d in dims]
+        else: col = self.sliders
+        self.widget = W.HBox([W.VBox([self.dropdown, imgs, self.reset]), W.VBox(col)])
         self.widget.add_class("disentbook-latent-explorer")
 
     def _original(self, i):
@@ -185,6 +229,12 @@ class LatentExplorer(_Panel):
 
     def _on_slider(self, change):
         if not self._hold: self.render()
+
+    def block_dims(self, label: str) -> list[int]:
+        "The model dimensions of block `label` (in slider order)."
+        if not self.blocks or label not in self.blocks:
+            raise InputError(f"no block {label!r}; the blocks are: {', '.join(self.blocks or {}) or 'none'}")
+        return [d for d in self.order if d in self.blocks[label]]
 
     def set_value(self, dim: int, value: float):
         "Move the slider of latent `dim` (a model dimension, not a slider position) to `value`."
