@@ -241,7 +241,11 @@ def _notes(ctx) -> list[str]:
          f"place of the progressive-GAN blocks; Adam betas (0.5, 0.999), lr {c['train']['lr']:g}; discriminator dropout 0.5; "
          f"no search over the baselines' weights (β-VAE β = {c['hparams']['beta']:g}, β-TCVAE β = {c['hparams']['tc_beta']:g}, "
          f"DIP-VAE-I λ_od = {c['hparams']['dip_i_lambda_od']:g}, DIP-VAE-II λ_od = {c['hparams']['dip_ii_lambda_od']:g}); "
-         "the unsupervised models see only the unlabelled set. Style targets: R, G, B in [0, 1], scale and width "
+         "the unsupervised models see only the unlabelled set; sRb-VAE's log ratios are T = log q(z,e|x) − log p(z,e) + D "
+         "(the latent part in closed form, the discriminator learns the rest: `ratio='analytic'` — the paper does not say "
+         "how T is parametrised; with D alone the posterior variance diverged within 15 steps at lr 5e-4); the style "
+         "probes are ridge regressions on standardised codes, the penalty chosen by leave-one-out CV on the first probe "
+         "fold (an unregularised fit extrapolated on near-collapsed codes). Style targets: R, G, B in [0, 1], scale and width "
          "min-max normalised to [0, 1] — the paper's scaling is unknown, so compare orderings, not absolute MAEs."]
     if ctx.scale == "paper":
         L.append("AffectNet: the paper's 10k reference faces were never released; AffectNet's own neutral class stands "
