@@ -29,7 +29,9 @@ RECIPES = {
     "tcwae_mws": ("tcwae_mws", "dsprites", dict(beta=50.0, gamma=100.0), {}, {}),
     # hidden 64 (1.4 MB in fp16 instead of 2.6 MB at 128), so that the two models below fit in the 10 MB budget
     "contrastive_w2": ("contrastive_w2", "grassy", {}, dict(per_digit=713), dict(steps=800, hidden=64)),
-    # sRb-VAE on the digit style set: z (content) 8 + e (style) 8 latents as the reproduction's quick scale, its lr 5e-4
+    # sRb-VAE on the digit style set: z (content) 8 + e (style) 8 latents as the reproduction's quick scale; lr 1e-3
+    # (with the analytic log ratio of 42f4e80 the losses stay finite; the same 800 steps at lr 5e-4 gave a slightly
+    # worse model: style MAE from e 0.251, L1/pixel 0.066 vs 0.250 and 0.063, measured)
     "srb_vae": ("srb_vae", "digit_style", dict(disc_hidden=64), {},
                 dict(steps=800, lr=1e-3, hidden=64, z_dim=8, s_dim=8)),
     # the invariance paper's model on Colored-MNIST: 20 latents, the first d_p = 10 the predictive block z_p
