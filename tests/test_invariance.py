@@ -110,7 +110,12 @@ def test_swap_objective_terms_and_bad_input():
     assert "ce" in j(m, batch, 0) and not list(j.aux_nets)
     z = make_objective("swap_invariance", model=m, alpha=0.0, beta_sup=0.0, gamma_zp=0.0)
     oz = z(m, batch, 0)
-    assert oz["loss"].item() == pytest.approx((oz["recon"] + oz["kl"]).item(), rel=1e-5)
+    # the likelihood terms per input value (3 x 28 x 28 = 2352) by default, summed with reduction='sum'
+    assert oz["loss"].item() == pytest.approx((oz["recon"] + oz["kl"]).item() / 2352, rel=1e-5)
+    torch.manual_seed(1); os_ = make_objective("swap_invariance", model=m, alpha=0.0, beta_sup=0.0, gamma_zp=0.0, reduction="sum")(m, batch, 0)
+    assert os_["loss"].item() == pytest.approx((os_["recon"] + os_["kl"]).item(), rel=1e-5)
+    torch.manual_seed(2); w = make_objective("swap_invariance", model=m, alpha=0.0, gamma_zp=0.0)(m, batch, 0)
+    assert w["loss"].item() == pytest.approx(((w["recon"] + w["kl"]) / 2352 + w["sup"]).item(), rel=1e-5)
     with pytest.raises(InputError, match="pair batches"): o(m, {"x": batch["x"]}, 0)
     with pytest.raises(InputError): make_objective("swap_invariance", divergence="l2")
     a = make_objective("annealed_vae", iteration_threshold=10)
@@ -147,3 +152,45 @@ def test_uai_adversary_stays_bounded():
     h = tr.fit().history
     assert torch.isfinite(torch.tensor(h.drop(columns="step").values)).all()
     assert h["disentangler"].max() <= 8.0 and h["ce"].iloc[-1] < 10
+
+
+def test_cai_confusion_golden():
+    # KL(uniform || D(h)) per nuisance factor, summed: 0 for a uniform discriminator, log(7/6) for probabilities (1, 2, 4)/7
+    o = make_objective("cai", model=VAE(28, 3, 20, hidden=32))
+    class Fixed(torch.nn.Module):
+        def forward(self, h): return torch.tensor([[0.0] * 6 + [0.0, math.log(2), math.log(4)]]).expand(len(h), 9)
+    o.aux_nets["disc"] = Fixed()
+    assert abs(o.confusion(torch.zeros(5, 20)).item() - math.log(7 / 6)) < 1e-6
+    o.aux_nets["disc"] = type("U", (torch.nn.Module,), {"forward": lambda self, h: torch.zeros(len(h), 9)})()
+    assert abs(o.confusion(torch.zeros(5, 20)).item()) < 1e-6
+    with pytest.raises(Exception, match="adversary"): make_objective("cai", model=VAE(28, 3, 20, hidden=32), adversary="minimax")
+
+
+def test_cai_adversary_stays_bounded():
+    # the encoder's term is KL(uniform || D(h)) >= 0 (minimised at a uniform discriminator), not the reversed CE, which is
+    # unbounded below (the quick run's discriminator CE reached 31 with it)
+    from disentbook.data.colored_mnist import ColoredMNIST, PairSampler
+    from disentbook.train import Trainer, TrainConfig
+    torch.manual_seed(0)
+    m = VAE(28, 3, 20, hidden=32)
+    tr = Trainer(m, make_objective("cai", model=m), PairSampler(ColoredMNIST("train", "embedded"), k=(1, 2)),
+                 TrainConfig(steps=40, batch_size=16, lr=1e-3, log_every=5, progress=False, seed=0))
+    h = tr.fit().history
+    assert torch.isfinite(torch.tensor(h.drop(columns="step").values)).all()
+    assert h["adversarial"].min() >= -1e-5 and h["adversarial"].max() <= 2.0
+    assert h["nuisance_ce"].max() <= 2 * (math.log(6) + math.log(3)) and h["ce"].max() < 5
+
+
+def test_baselines_likelihood_per_pixel():
+    # CNN + beta-VAE, VFAE, CVIB: class term at weight 1 + (likelihood terms) / (C H W) by default; 'sum' keeps the sums
+    batch = _pair_batch()
+    for red, s in (("pixel_mean", 1 / 2352), ("sum", 1.0)):
+        m = VAE(28, 3, 20, hidden=32)
+        o = make_objective("inv_cnn_beta_vae", model=m, reduction=red)(m, batch, 0)
+        assert o["loss"].item() == pytest.approx((o["ce"] + s * (o["recon"] + 4 * o["kl"])).item(), rel=1e-5)
+        m = VAE(28, 3, 29, hidden=32)
+        torch.manual_seed(0); o = make_objective("cvib", model=m, reduction=red)(m, batch, 0)
+        assert o["loss"].item() == pytest.approx((o["ce"] + s * (o["kl"] + o["recon"] + o["pairwise_kl"])).item(), rel=1e-5)
+        torch.manual_seed(0); o = make_objective("vfae", model=m, reduction=red)(m, batch, 0)
+        assert o["loss"].item() == pytest.approx((o["ce"] + o["mmd"] + s * (o["recon"] + o["kl"])).item(), rel=1e-5)
+    with pytest.raises(Exception, match="reduction"): make_objective("vfae", model=m, reduction="mean")

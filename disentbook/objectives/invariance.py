@@ -21,9 +21,9 @@ from .vae import gaussian_kl
 # %% auto #0
 __all__ = ['PAPER', 'PAIR_KL_HINT', 'SWAP_HINT', 'SUPCON_HINT', 'pair_kl', 'jsd_gaussians', 'top_k_mask', 'swap_latents',
            'swap_mask', 'recon_distance', 'n_swap_schedule', 'class_means', 'class_mean_sample', 'supcon_loss',
-           'SwapInvariance', 'ada_aggregate', 'AdaGVAE', 'AdaMLVAE', 'AnnealedVAE', 'GradReverse', 'grad_reverse',
-           'one_hot_nuisance', 'mmd_gaussian', 'pairwise_gaussian_kl', 'InvCNN', 'InvCNNBetaVAE', 'VFAE', 'CVIB', 'CAI',
-           'UAI', 'check_pair_kl', 'swap_topk', 'check_swap_topk', 'check_supcon']
+           'elbo_scale', 'SwapInvariance', 'ada_aggregate', 'AdaGVAE', 'AdaMLVAE', 'AnnealedVAE', 'GradReverse',
+           'grad_reverse', 'one_hot_nuisance', 'mmd_gaussian', 'pairwise_gaussian_kl', 'InvCNN', 'InvCNNBetaVAE',
+           'VFAE', 'CVIB', 'CAI', 'UAI', 'check_pair_kl', 'swap_topk', 'check_swap_topk', 'check_supcon']
 
 # %% ../../nbs/70_invariance.ipynb #3c1c834b
 def pair_kl(mu_l, logvar_l, mu_m, logvar_m, symmetric: bool = False) -> torch.Tensor:
@@ -122,6 +122,15 @@ _COMMON = dict(d_p=Param("int", 10, "size of the predictive block z_p (the first
                num_classes=Param("int", 10, "number of classes of y", low=2),
                classifier_hidden=Param("int", 0, "hidden units of the classifier; 0 = linear [DEFAULT]", low=0),
                rec_distance=Param("str", "mse", "distance between decoder means (L_dis, L_Zp) [DEFAULT mse]", choices=("mse", "bce")))
+_RED = Param("str", "pixel_mean", "scale of the likelihood terms (reconstructions, KLs): per input value ('pixel_mean', "
+             "nats / (C·H·W)) or summed per image ('sum'); the class terms keep weight 1 [ours; SILENT in the paper]",
+             choices=("pixel_mean", "sum"))
+
+def elbo_scale(x: torch.Tensor, reduction: str = "pixel_mean") -> float:
+    "Factor of the likelihood terms: 1 / (values per image of `x (B, ...)`) for 'pixel_mean', 1 for 'sum'."
+    if reduction == "sum": return 1.0
+    if reduction == "pixel_mean": return 1.0 / x[0].numel()
+    raise InputError(f"reduction: expected 'pixel_mean' or 'sum', got {reduction!r}")
 
 def _classifier(d_in: int, num_classes: int, hidden: int) -> nn.Module:
     return nn.Linear(d_in, num_classes) if hidden == 0 else MLPDiscriminator(d_in, hidden, 1, num_classes, act="relu")
@@ -173,15 +182,15 @@ class SwapInvariance(_Invariance):
                   temperature=Param("float", 0.1, "SupCon temperature [DEFAULT, Khosla]", low=0, low_open=True),
                   warmup_amount=Param("int", 0, "steps of warm-up by amount (0: none)", low=0),
                   scheme=Param("str", "separate", "classifier training: CE on detached z_p (aux net) or in the main loss", choices=("separate", "joint")),
-                  classifier_lr=Param("float", 1e-3, "Adam lr of the separate classifier", low=0, low_open=True))
+                  classifier_lr=Param("float", 1e-3, "Adam lr of the separate classifier", low=0, low_open=True), reduction=_RED)
 
     def __init__(self, d_p: int = 10, num_classes: int = 10, classifier_hidden: int = 0, rec_distance: str = "mse",
                  divergence: str = "kl", alpha: float = 1.0, beta_sup: float = 1.0, gamma_zp: float = 1.0,
                  temperature: float = 0.1, warmup_amount: int = 0, scheme: str = "separate", classifier_lr: float = 1e-3,
-                 latent_dim: int | None = None):
+                 reduction: str = "pixel_mean", latent_dim: int | None = None):
         super().__init__(d_p=d_p, num_classes=num_classes, classifier_hidden=classifier_hidden, rec_distance=rec_distance,
                          divergence=divergence, alpha=alpha, beta_sup=beta_sup, gamma_zp=gamma_zp, temperature=temperature,
-                         warmup_amount=warmup_amount, scheme=scheme, classifier_lr=classifier_lr, latent_dim=latent_dim)
+                         warmup_amount=warmup_amount, scheme=scheme, classifier_lr=classifier_lr, reduction=reduction, latent_dim=latent_dim)
         for k, v in self.hparams.items(): setattr(self, k, v)
         self.classifier_aux = scheme == "separate"
         if self.classifier_aux: self.aux_optim["classifier"] = dict(lr=float(classifier_lr))
@@ -220,7 +229,8 @@ class SwapInvariance(_Invariance):
             l_zp = recon_distance(x_zp, x_rec, self.rec_distance).mean()
         else: l_zp = mu.sum() * 0
         recon, kl = o["nll"].mean() * 2, o["kl"].mean() * 2                        # L_VAE(x^l) + L_VAE(x^m)
-        loss = recon + kl + self.alpha * l_dis + self.beta_sup * l_sup + self.gamma_zp * l_zp
+        s = elbo_scale(o["x"], self.reduction)                                   # the likelihood terms per input value
+        loss = s * (recon + kl + self.alpha * l_dis + self.gamma_zp * l_zp) + self.beta_sup * l_sup
         out = dict(recon=recon, kl=kl, dis=l_dis, sup=l_sup, zp=l_zp, n_swap=swap[:, self.d_p:].sum(1).float().mean())
         if self.scheme == "joint":
             ce, acc = self._ce(mu, yy); loss = loss + ce; out.update(ce=ce, acc=acc)
@@ -342,17 +352,19 @@ class InvCNN(_Supervised):
 
 @register_objective("inv_cnn_beta_vae")
 class InvCNNBetaVAE(_Supervised):
-    "Baseline: the CNN with β-VAE reconstruction at the same time: CE(f(mu), y) + rec + beta·KL."
-    params = dict(beta=_W(4.0, "weight of the KL [DEFAULT]"), num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"])
-    def __init__(self, beta: float = 4.0, num_classes: int = 10, classifier_hidden: int = 0, latent_dim: int | None = None):
-        super().__init__(beta=float(beta), num_classes=num_classes, classifier_hidden=classifier_hidden, latent_dim=latent_dim)
-        self.beta = float(beta)
+    "Baseline: the CNN with β-VAE reconstruction at the same time: CE(f(mu), y) + s·(rec + beta·KL), s = `elbo_scale`."
+    params = dict(beta=_W(4.0, "weight of the KL [DEFAULT]"), num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"],
+                  reduction=_RED)
+    def __init__(self, beta: float = 4.0, num_classes: int = 10, classifier_hidden: int = 0, reduction: str = "pixel_mean",
+                 latent_dim: int | None = None):
+        super().__init__(beta=float(beta), num_classes=num_classes, classifier_hidden=classifier_hidden, reduction=reduction, latent_dim=latent_dim)
+        self.beta, self.reduction = float(beta), reduction
         if latent_dim is not None: self.setup()
     def forward(self, model, batch, step):
         o = _pair_forward(model, batch)
         ce, acc = self._ce(o["mu"], torch.cat([batch["labels"], batch["labels"]]))
         recon, kl = o["nll"].mean(), o["kl"].mean()
-        return dict(loss=ce + recon + self.beta * kl, ce=ce, acc=acc, recon=recon, kl=kl)
+        return dict(loss=ce + elbo_scale(o["x"], self.reduction) * (recon + self.beta * kl), ce=ce, acc=acc, recon=recon, kl=kl)
 
 class _Conditional(_Supervised):
     "VFAE / CVIB: decode from [z, one-hot s] (the last sum(nuisance_sizes) latents are the condition slots)."
@@ -371,15 +383,15 @@ class _Conditional(_Supervised):
 
 @register_objective("vfae")
 class VFAE(_Conditional):
-    "VFAE (Louizos et al. 2016), simplified: rec(x | z, s) + KL + alpha·CE(f(mu), y) + beta·MMD² between nuisance groups of z."
+    "VFAE (Louizos et al. 2016), simplified: s·(rec(x | z, s) + KL) + alpha·CE(f(mu), y) + beta·MMD² between nuisance groups of z; s = `elbo_scale`."
     paper = "Louizos et al., The variational fair autoencoder, ICLR 2016"
     params = dict(alpha=_W(1.0, "weight of the classification term"), beta_mmd=_W(1.0, "weight of the MMD penalty"),
-                  num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"], **_NUIS)
+                  num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"], **_NUIS, reduction=_RED)
     def __init__(self, alpha: float = 1.0, beta_mmd: float = 1.0, num_classes: int = 10, classifier_hidden: int = 0,
-                 nuisance_sizes=(6, 3), latent_dim: int | None = None):
+                 nuisance_sizes=(6, 3), reduction: str = "pixel_mean", latent_dim: int | None = None):
         super().__init__(alpha=float(alpha), beta_mmd=float(beta_mmd), num_classes=num_classes, classifier_hidden=classifier_hidden,
-                         nuisance_sizes=[float(v) for v in nuisance_sizes], latent_dim=latent_dim)
-        self.alpha, self.beta_mmd = float(alpha), float(beta_mmd)
+                         nuisance_sizes=[float(v) for v in nuisance_sizes], reduction=reduction, latent_dim=latent_dim)
+        self.alpha, self.beta_mmd, self.reduction = float(alpha), float(beta_mmd), reduction
         if latent_dim is not None: self.setup()
     def forward(self, model, batch, step):
         x, y, mu, lv, z, nll = self._cond_terms(model, batch)
@@ -390,39 +402,43 @@ class VFAE(_Conditional):
                 m = s[:, i] == v
                 if 0 < int(m.sum()) < len(m): mmd = mmd + mmd_gaussian(z[m], z[~m])
         recon, kl = nll.mean(), gaussian_kl(mu, lv).sum(1).mean()
-        return dict(loss=recon + kl + self.alpha * ce + self.beta_mmd * mmd, recon=recon, kl=kl, ce=ce, acc=acc, mmd=mmd)
+        return dict(loss=elbo_scale(x, self.reduction) * (recon + kl) + self.alpha * ce + self.beta_mmd * mmd, recon=recon, kl=kl, ce=ce, acc=acc, mmd=mmd)
 
 @register_objective("cvib")
 class CVIB(_Conditional):
-    "CVIB (Moyer et al. 2018): CE(f(z), y) + beta·KL + lam·[rec(x | z, c) + mean pairwise KL between the batch's posteriors]."
+    "CVIB (Moyer et al. 2018): CE(f(z), y) + s·(beta·KL + lam·[rec(x | z, c) + mean pairwise KL between the batch's posteriors]); s = `elbo_scale`."
     paper = "Moyer et al., Invariant representations without adversarial training, NeurIPS 2018"
     params = dict(beta=_W(1.0, "weight of the KL to the prior"), lam=_W(1.0, "weight of the I(z; c) bound"),
-                  num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"], **_NUIS)
+                  num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"], **_NUIS, reduction=_RED)
     def __init__(self, beta: float = 1.0, lam: float = 1.0, num_classes: int = 10, classifier_hidden: int = 0,
-                 nuisance_sizes=(6, 3), latent_dim: int | None = None):
+                 nuisance_sizes=(6, 3), reduction: str = "pixel_mean", latent_dim: int | None = None):
         super().__init__(beta=float(beta), lam=float(lam), num_classes=num_classes, classifier_hidden=classifier_hidden,
-                         nuisance_sizes=[float(v) for v in nuisance_sizes], latent_dim=latent_dim)
-        self.beta, self.lam = float(beta), float(lam)
+                         nuisance_sizes=[float(v) for v in nuisance_sizes], reduction=reduction, latent_dim=latent_dim)
+        self.beta, self.lam, self.reduction = float(beta), float(lam), reduction
         if latent_dim is not None: self.setup()
     def forward(self, model, batch, step):
         x, y, mu, lv, z, nll = self._cond_terms(model, batch)
         logits = self._head()(z)
         ce, acc = F.cross_entropy(logits, y), (logits.argmax(1) == y).float().mean()
         kl, pkl, recon = gaussian_kl(mu, lv).sum(1).mean(), pairwise_gaussian_kl(mu, lv).mean(), nll.mean()
-        return dict(loss=ce + self.beta * kl + self.lam * (recon + pkl), ce=ce, acc=acc, recon=recon, kl=kl, pairwise_kl=pkl)
+        return dict(loss=ce + elbo_scale(x, self.reduction) * (self.beta * kl + self.lam * (recon + pkl)), ce=ce, acc=acc, recon=recon, kl=kl, pairwise_kl=pkl)
 
 @register_objective("cai")
 class CAI(_Supervised):
-    "CAI (Xie et al. 2017): CE(M(h), y) − gamma·CE(D(h), s); the nuisance discriminator D an aux net minimising CE(D(h), s)."
+    """CAI (Xie et al. 2017): CE(M(h), y) + gamma·(encoder's adversarial term); the nuisance discriminator D an aux net minimising
+    CE(D(h), s). adversary='uniform' [default]: the encoder pushes D(h) to the uniform distribution, term Σ_factors KL(U || D(h)) >= 0
+    (bounded below; same equilibrium D(s|h) = p(s) when s is uniform); 'reverse': the literal −CE(D(h), s) (unbounded below)."""
     paper = "Xie et al., Controllable invariance through adversarial feature learning, NeurIPS 2017"
     params = dict(gamma=_W(1.0, "weight of the adversarial term [DEFAULT]"), disc_hidden=Param("int", 256, "discriminator width", low=1),
                   disc_lr=Param("float", 1e-3, "discriminator Adam lr", low=0, low_open=True),
-                  num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"], **_NUIS)
+                  num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"], **_NUIS,
+                  adversary=Param("str", "uniform", "encoder's term: KL(uniform || D(h)) or the reversed CE [ours: 'uniform']", choices=("uniform", "reverse")))
     def __init__(self, gamma: float = 1.0, disc_hidden: int = 256, disc_lr: float = 1e-3, num_classes: int = 10,
-                 classifier_hidden: int = 0, nuisance_sizes=(6, 3), latent_dim: int | None = None):
+                 classifier_hidden: int = 0, nuisance_sizes=(6, 3), adversary: str = "uniform", latent_dim: int | None = None):
         super().__init__(gamma=float(gamma), disc_hidden=int(disc_hidden), disc_lr=float(disc_lr), num_classes=num_classes,
-                         classifier_hidden=classifier_hidden, nuisance_sizes=[float(v) for v in nuisance_sizes], latent_dim=latent_dim)
-        self.gamma = float(gamma); self.aux_optim["disc"] = dict(lr=float(disc_lr))
+                         classifier_hidden=classifier_hidden, nuisance_sizes=[float(v) for v in nuisance_sizes], adversary=adversary,
+                         latent_dim=latent_dim)
+        self.gamma, self.adversary = float(gamma), adversary; self.aux_optim["disc"] = dict(lr=float(disc_lr))
         if latent_dim is not None: self.setup()
     def setup(self):
         super().setup()
@@ -433,12 +449,19 @@ class CAI(_Supervised):
         for j, n in enumerate(self._sizes()):
             out = out + F.cross_entropy(logits[:, i:i + n], s[:, j]); i += n
         return out
+    def confusion(self, h) -> torch.Tensor:
+        "Sum over nuisance factors of KL(uniform || D(h)) = CE(D(h), uniform) − log n (batch mean; 0 iff D(h) is uniform)."
+        logits, out, i = self.aux_nets["disc"](h), 0.0, 0
+        for n in self._sizes():
+            out = out + (-logits[:, i:i + n].log_softmax(1).mean(1) - math.log(n)).mean(); i += n
+        return out
     def forward(self, model, batch, step):
         x, y = self._batch(model, batch)
         h = model.encode(x)[0].float()
         ce, acc = self._ce(h, y)
         adv = self.nuisance_ce(h, self._s(batch))
-        return dict(loss=ce - self.gamma * adv, ce=ce, acc=acc, nuisance_ce=adv, _h=h, _s=self._s(batch))
+        enc = self.confusion(h) if self.adversary == "uniform" else -adv
+        return dict(loss=ce + self.gamma * enc, ce=ce, acc=acc, nuisance_ce=adv, adversarial=enc, _h=h, _s=self._s(batch))
     def aux_loss(self, name, model, batch, out, step):
         return dict(loss=self.nuisance_ce(out["_h"], out["_s"]))
 

@@ -255,7 +255,12 @@ def invariance_notes(ctx) -> list[str]:
             "Not run: β-FactorTCVAE (a row of Table 3 that the paper never defines nor lists among its baselines). "
             "Table 1's 3dShapes column runs at gpu / paper scale (procedural stand-in); the MPI3D columns of Tables 1 and 3 "
             f"at paper scale only, from {mpi3d_path(ctx.cfg.get('mpi3d', {}).get('data', {}).get('mpi3d_variant', 'real'))}. "
-            "VFAE, CAI and CVIB use the nuisance labels, more supervision than Ours."]
+            "VFAE, CAI and CVIB use the nuisance labels, more supervision than Ours.",
+            "Ours (choices of this reproduction, SILENT in the paper): the likelihood terms (reconstruction, KL, swapped "
+            "reconstruction, L_Zp; CVIB's pairwise KL) are per input value (summed nats / (C·H·W) = / 2352 on Colored-MNIST) "
+            "in Ours, CNN + β-VAE, VFAE and CVIB, against class terms (CE, SupCon) at weight 1; the weights between the "
+            "likelihood terms are the papers'. CAI's encoder minimises γ·KL(uniform || D(h)) (bounded below, the uniform-target "
+            "form) instead of the reversed CE −γ·CE(D(h), s), which is unbounded below. UAI's codes are tanh-bounded."]
 
 INVARIANCE_PAPER = Paper(
     name="invariance", title="Reconstruction for disentanglement, contrast for invariance (ICLR 2022 submission)",
