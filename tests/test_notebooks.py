@@ -49,3 +49,12 @@ def test_notebooks_clean(root, tmp_path, clean_env):
     assert not changed, f"notebooks not cleaned (run nbdev_clean): {changed}"
     for nb in (root / "nbs").rglob("*.ipynb"):
         assert "application/vnd.jupyter.widget-state+json" not in nb.read_text(), f"{nb} carries widget state"
+
+
+def test_run_all_never_rewrites_the_package(root):
+    """No notebook calls nbdev_export: a reader's Run All (or a site build) must not rewrite disentbook/ from a notebook
+    they edited. Developers export with the `nbdev_export` command."""
+    calls = [str(nb.relative_to(root)) for nb in (root / "nbs").rglob("*.ipynb")
+             if any("nbdev_export" in "".join(c.get("source", "")) and c.get("cell_type") == "code"
+                    for c in __import__("json").loads(nb.read_text())["cells"])]
+    assert not calls, f"notebooks that export when run: {calls}"
