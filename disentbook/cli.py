@@ -317,8 +317,8 @@ def run_metrics(model, data, num_points: int = 2000, seed: int = 0) -> list[dict
     if isinstance(data, DigitStyle):        # the paper's protocol: linear probes of the style from the codes
         tr, te = data.probe_train, data.probe_test
         itr, ite = (torch.randperm(len(d), generator=g)[:max(2, num_points // 2)] for d in (tr, te))
-        r = protocols.linear_probe_regression(_codes(model, tr.images[itr]), tr.style[itr].numpy(),
-                                              _codes(model, te.images[ite]), te.style[ite].numpy())
+        r = protocols.ridge_probe_regression(_codes(model, tr.images[itr]), tr.style[itr].numpy(),
+                                             _codes(model, te.images[ite]), te.style[ite].numpy())
         return [dict(metric="style_probe", quantity=q, split="test", value=float(r[k]), n=len(ite))
                 for q, k in (("mae", "mean_mae"), ("mean_predictor_mae", "mean_predictor_mae"))]
     if isinstance(data, ContrastiveData):

@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from ..core import DisentbookError, InputError, as_codes, as_factors, check_images, check_lengths, to_numpy
 
 # %% auto #0
-__all__ = ['match_clusters', 'clustering_accuracy', 'silhouette', 'tsne_embedding', 'kmeans_labels', 'cluster_labels_tsne',
-           'clustering_scores', 'chance_level', 'TransportError', 'w2_plan', 'w2_empirical', 'w2_gaussian',
-           'linear_probe_regression', 'per_class_accuracy', 'linear_probe_classification', 'group_accuracy',
-           'reconstruction_error_per_pixel']
+__all__ = ['RIDGE_ALPHAS', 'match_clusters', 'clustering_accuracy', 'silhouette', 'tsne_embedding', 'kmeans_labels',
+           'cluster_labels_tsne', 'clustering_scores', 'chance_level', 'TransportError', 'w2_plan', 'w2_empirical',
+           'w2_gaussian', 'linear_probe_regression', 'per_class_accuracy', 'linear_probe_classification',
+           'ridge_probe_regression', 'group_accuracy', 'reconstruction_error_per_pixel']
 
 # %% ../../nbs/22_protocols.ipynb #4e94a429
 def _labels(x, name: str) -> np.ndarray:
@@ -203,6 +203,30 @@ def linear_probe_classification(codes_train, labels_train, codes_test, labels_te
     classes, acc = per_class_accuracy(yte, pred)
     return dict(accuracy=float(np.mean(pred == yte)), per_class_accuracy=acc, classes=classes,
                 mean_per_class_accuracy=float(acc.mean()))
+
+# %% ../../nbs/22_protocols.ipynb #625d94a9
+RIDGE_ALPHAS = tuple(10.0 ** k for k in np.arange(-3, 4.5, 0.5))
+
+def ridge_probe_regression(codes_train, targets_train, codes_test, targets_test, alphas=RIDGE_ALPHAS) -> dict:
+    """Linear probe of each target from standardised codes: ridge with the penalty chosen per target by leave-one-out
+    CV on the training fold. Test MAE per target (`mae`), their mean, the mean-predictor MAE and the chosen `alpha`."""
+    from sklearn.linear_model import RidgeCV
+    ztr, zte = as_codes(codes_train, "codes_train"), as_codes(codes_test, "codes_test")
+    ttr, tte = (np.asarray(t, dtype=np.float64) for t in (targets_train, targets_test))
+    ttr, tte = (t[:, None] if t.ndim == 1 else t for t in (ttr, tte))
+    if len(ztr) != len(ttr) or len(zte) != len(tte):
+        raise InputError(f"codes and targets have mismatched lengths: train {len(ztr)} vs {len(ttr)}, test {len(zte)} vs {len(tte)}")
+    if ztr.shape[1] != zte.shape[1]: raise InputError(f"codes_train has {ztr.shape[1]} dimensions, codes_test {zte.shape[1]}")
+    if ttr.shape[1] != tte.shape[1]: raise InputError(f"targets_train has {ttr.shape[1]} targets, targets_test {tte.shape[1]}")
+    if len(ztr) < 3: raise InputError(f"the probe needs at least 3 training points, got {len(ztr)}")
+    if not (np.isfinite(ttr).all() and np.isfinite(tte).all()): raise InputError("targets have NaN or infinite values")
+    mean, std = ztr.mean(0), ztr.std(0)
+    std = np.where(std > 1e-12 * np.maximum(np.abs(mean), 1.0), std, np.inf)    # a constant feature -> 0
+    f = lambda z: (z - mean) / std
+    reg = RidgeCV(alphas=alphas, alpha_per_target=True).fit(f(ztr), ttr)
+    mae = np.abs(reg.predict(f(zte)).reshape(tte.shape) - tte).mean(0)
+    return dict(mae=mae, mean_mae=float(mae.mean()), mean_predictor_mae=np.abs(ttr.mean(0) - tte).mean(0),
+                alpha=np.atleast_1d(reg.alpha_))
 
 # %% ../../nbs/22_protocols.ipynb #a1d20d4d
 def group_accuracy(y_true, y_pred, groups) -> dict:

@@ -16,16 +16,16 @@ from ..nets import VAE
 from ..objectives.base import OBJECTIVES
 from ..objectives.refvae import RefVAE, decoder_sensitivity
 from ..train import model_spec
-from ..eval.protocols import linear_probe_classification
+from ..eval.protocols import linear_probe_classification, ridge_probe_regression
 from ..eval.scores import encode_means
 from ..eval.viz import image_grid
 from .harness import Claim, Metric, Paper, Table, register_reproduction
 
 # %% auto #0
-__all__ = ['RIDGE_ALPHAS', 'AFFECTNET_METRICS', 'MNIST_ROWS', 'UNSUPERVISED', 'REFVAE_SCALES', 'MNIST_METRICS',
-           'AFFECTNET_TABLE_METRICS', 'MNIST_TABLE', 'AFFECTNET_TABLE', 'REFVAE_CLAIMS', 'REFVAE_PAPER',
-           'reproduce_refvae', 'refvae_data', 'refvae_model', 'refvae_sampler', 'ridge_probe_regression',
-           'evaluate_refvae', 'refvae_models', 'synthesis_grid', 'transfer_grid', 'refvae_figures']
+__all__ = ['AFFECTNET_METRICS', 'MNIST_ROWS', 'UNSUPERVISED', 'REFVAE_SCALES', 'MNIST_METRICS', 'AFFECTNET_TABLE_METRICS',
+           'MNIST_TABLE', 'AFFECTNET_TABLE', 'REFVAE_CLAIMS', 'REFVAE_PAPER', 'reproduce_refvae', 'refvae_data',
+           'refvae_model', 'refvae_sampler', 'evaluate_refvae', 'refvae_models', 'synthesis_grid', 'transfer_grid',
+           'refvae_figures']
 
 # %% ../../nbs/61_refvae_reproduction.ipynb #2841a345
 def refvae_data(dataset: str, cfg: dict, seed: int, options: dict) -> SimpleNamespace:
@@ -57,30 +57,6 @@ def refvae_model(spec: dict, data, cfg: dict):
 def refvae_sampler(data, device) -> ReferenceSampler:
     "B unlabelled (`x`) and B reference (`x_ref`) images per step; the unsupervised objectives read only `x`."
     return ReferenceSampler(data.reference, data.train, device=device)
-
-# %% ../../nbs/61_refvae_reproduction.ipynb #625d94a9
-RIDGE_ALPHAS = tuple(10.0 ** k for k in np.arange(-3, 4.5, 0.5))
-
-def ridge_probe_regression(codes_train, targets_train, codes_test, targets_test, alphas=RIDGE_ALPHAS) -> dict:
-    """Linear probe of each target from standardised codes: ridge with the penalty chosen per target by leave-one-out
-    CV on the training fold. Test MAE per target (`mae`), their mean, the mean-predictor MAE and the chosen `alpha`."""
-    from sklearn.linear_model import RidgeCV
-    ztr, zte = as_codes(codes_train, "codes_train"), as_codes(codes_test, "codes_test")
-    ttr, tte = (np.asarray(t, dtype=np.float64) for t in (targets_train, targets_test))
-    ttr, tte = (t[:, None] if t.ndim == 1 else t for t in (ttr, tte))
-    if len(ztr) != len(ttr) or len(zte) != len(tte):
-        raise InputError(f"codes and targets have mismatched lengths: train {len(ztr)} vs {len(ttr)}, test {len(zte)} vs {len(tte)}")
-    if ztr.shape[1] != zte.shape[1]: raise InputError(f"codes_train has {ztr.shape[1]} dimensions, codes_test {zte.shape[1]}")
-    if ttr.shape[1] != tte.shape[1]: raise InputError(f"targets_train has {ttr.shape[1]} targets, targets_test {tte.shape[1]}")
-    if len(ztr) < 3: raise InputError(f"the probe needs at least 3 training points, got {len(ztr)}")
-    if not (np.isfinite(ttr).all() and np.isfinite(tte).all()): raise InputError("targets have NaN or infinite values")
-    mean, std = ztr.mean(0), ztr.std(0)
-    std = np.where(std > 1e-12 * np.maximum(np.abs(mean), 1.0), std, np.inf)    # a constant feature -> 0
-    f = lambda z: (z - mean) / std
-    reg = RidgeCV(alphas=alphas, alpha_per_target=True).fit(f(ztr), ttr)
-    mae = np.abs(reg.predict(f(zte)).reshape(tte.shape) - tte).mean(0)
-    return dict(mae=mae, mean_mae=float(mae.mean()), mean_predictor_mae=np.abs(ttr.mean(0) - tte).mean(0),
-                alpha=np.atleast_1d(reg.alpha_))
 
 # %% ../../nbs/61_refvae_reproduction.ipynb #5f01aa8e
 AFFECTNET_METRICS = ("happiness_acc", "sadness_acc", "surprise_acc", "fear_acc", "disgust_acc", "anger_acc", "contempt_acc")
