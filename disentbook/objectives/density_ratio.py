@@ -13,7 +13,7 @@ from ..core import InputError
 from ..nets import MLPDiscriminator
 
 # %% auto #0
-__all__ = ['DensityRatio', 'density_ratio_loss', 'log_ratio', 'density_ratio_terms']
+__all__ = ['DensityRatio', 'logistic_loss', 'density_ratio_loss', 'log_ratio', 'density_ratio_terms']
 
 # %% ../../nbs/12_density_ratio.ipynb #e814e14c
 class DensityRatio(nn.Module):
@@ -38,11 +38,13 @@ class DensityRatio(nn.Module):
 # %% ../../nbs/12_density_ratio.ipynb #d665373e
 def _as_tuple(x) -> tuple: return (x,) if isinstance(x, torch.Tensor) else tuple(x)
 
+def logistic_loss(logits_q: torch.Tensor, logits_p: torch.Tensor) -> torch.Tensor:
+    "The logistic loss from logits, q labelled 1 and p labelled 0: ½[mean softplus(−logits_q) + mean softplus(logits_p)]."
+    return 0.5 * (F.softplus(-logits_q).mean() + F.softplus(logits_p).mean())
+
 def density_ratio_loss(disc: nn.Module, q_inputs: tuple, p_inputs: tuple) -> torch.Tensor:
     "Logistic loss of `disc`: samples of q labelled 1, of p labelled 0; the mean of the two batch means."
-    lq, lp = disc(*_as_tuple(q_inputs)), disc(*_as_tuple(p_inputs))
-    return 0.5 * (F.binary_cross_entropy_with_logits(lq, torch.ones_like(lq))
-                  + F.binary_cross_entropy_with_logits(lp, torch.zeros_like(lp)))
+    return logistic_loss(disc(*_as_tuple(q_inputs)), disc(*_as_tuple(p_inputs)))
 
 def log_ratio(disc: nn.Module, *inputs: torch.Tensor) -> torch.Tensor:
     "The estimate of log q/p at `inputs`: the `(B,)` logits of `disc`."
@@ -51,6 +53,4 @@ def log_ratio(disc: nn.Module, *inputs: torch.Tensor) -> torch.Tensor:
 def density_ratio_terms(disc: nn.Module, q_inputs: tuple, p_inputs: tuple) -> dict:
     "`loss` (as `density_ratio_loss`) and `acc` (fraction of both batches classified right), from one pass each."
     lq, lp = disc(*_as_tuple(q_inputs)), disc(*_as_tuple(p_inputs))
-    loss = 0.5 * (F.binary_cross_entropy_with_logits(lq, torch.ones_like(lq))
-                  + F.binary_cross_entropy_with_logits(lp, torch.zeros_like(lp)))
-    return dict(loss=loss, acc=0.5 * ((lq > 0).float().mean() + (lp < 0).float().mean()))
+    return dict(loss=logistic_loss(lq, lp), acc=0.5 * ((lq > 0).float().mean() + (lp < 0).float().mean()))

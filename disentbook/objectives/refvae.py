@@ -17,13 +17,13 @@ from ..nets import MODELS, VAE, ConvEncoder, reparameterize
 from .base import Objective, Param, register_objective
 from .vae import gaussian_kl
 from .contrastive import OT_SOLVERS, ContrastiveVAE, dirac_surrogate, w2_loss
-from .density_ratio import DensityRatio, density_ratio_loss
+from .density_ratio import DensityRatio, density_ratio_loss, logistic_loss
 
 # %% auto #0
-__all__ = ['REFVAE_PAPER', 'RATIOS', 'LAPLACE_HINT', 'LATENT_HINT', 'DISC_HINT', 'RefVAE', 'laplace_nll', 'encode_ze',
-           'rb_vae_terms', 'decoder_sensitivity', 'latent_nll', 'latent_rec', 'RefDiscriminator', 'RbVAE',
-           'discriminator_loss', 'latent_log_ratio', 'srb_vae_terms', 'SRbVAE', 'SVAE', 'MathieuRef',
-           'check_laplace_nll', 'check_latent_nll', 'check_discriminator_loss', 'SRbVAEContrastive']
+__all__ = ['REFVAE_PAPER', 'discriminator_loss', 'RATIOS', 'LAPLACE_HINT', 'LATENT_HINT', 'DISC_HINT', 'RefVAE', 'laplace_nll',
+           'encode_ze', 'rb_vae_terms', 'decoder_sensitivity', 'latent_nll', 'latent_rec', 'RefDiscriminator', 'RbVAE',
+           'latent_log_ratio', 'srb_vae_terms', 'SRbVAE', 'SVAE', 'MathieuRef', 'check_laplace_nll', 'check_latent_nll',
+           'check_discriminator_loss', 'SRbVAEContrastive']
 
 # %% ../../nbs/60_refvae.ipynb #565061c7
 @MODELS.register("ref_vae")
@@ -154,9 +154,7 @@ def _gen_latents(model, b, device, generator=None):
     r = lambda d: torch.randn(b, d, generator=generator, device="cpu" if generator is None else generator.device).to(device)
     return r(model.z_dim), r(getattr(model, "e_dim", None) or model.s_dim), r(model.z_dim)
 
-def discriminator_loss(logits_q: torch.Tensor, logits_p: torch.Tensor) -> torch.Tensor:
-    "The density-ratio (logistic) loss from logits: ½[mean softplus(−logits_q) + mean softplus(logits_p)] (q labelled 1)."
-    return 0.5 * (F.softplus(-logits_q).mean() + F.softplus(logits_p).mean())
+discriminator_loss = logistic_loss    # the density-ratio loss on logits (12_density_ratio): q labelled 1, p labelled 0
 
 RATIOS = ("analytic", "learned")
 
