@@ -12,7 +12,7 @@ import torch
 from ..core import InputError, make_generator, check_images
 
 # %% auto #0
-__all__ = ['as_generator', 'subset_grid', 'GroundTruthData', 'LabelledImages']
+__all__ = ['as_generator', 'subset_grid', 'grid_index', 'read_image_rows', 'GroundTruthData', 'LabelledImages']
 
 # %% ../../nbs/01_data.ipynb #cd4d1546
 def as_generator(rng=None, device: str | torch.device = "cpu") -> torch.Generator:
@@ -43,6 +43,17 @@ def subset_grid(data, factors: dict):
             raise InputError(f"subset: {name} indices must lie in [0, {data.factor_sizes[k]}), got {idx.tolist()}")
         new._grid[k] = data._grid[k][idx]
     return new
+
+def grid_index(factors: torch.Tensor, sizes) -> torch.Tensor:
+    "Row-major index (the last factor fastest) of factor indices `(n, K)` on a grid of `sizes`: the row of a file in that order."
+    strides = torch.tensor([math.prod(sizes[k + 1:]) for k in range(len(sizes))], device=factors.device)
+    return (factors * strides).sum(1)
+
+def read_image_rows(array, rows) -> torch.Tensor:
+    """Rows `rows` of an `(N, H, W, C)` array-like (h5py dataset, memory map) as a uint8 `(n, C, H, W)` tensor: each distinct
+    row read once, in increasing order (h5py needs sorted unique indices; a memory map reads sequentially), then put back."""
+    uniq, inv = np.unique(np.asarray(rows), return_inverse=True)
+    return torch.from_numpy(np.asarray(array[uniq])[inv]).permute(0, 3, 1, 2).contiguous()
 
 # %% ../../nbs/01_data.ipynb #d190abbf
 class GroundTruthData:
@@ -100,7 +111,7 @@ class GroundTruthData:
     def factors_to_index(self, factors) -> torch.Tensor:
         "Row-major index (int64, shape `(n,)`) of each row of factor indices `(n, K)`."
         f = self._check_factors(factors)
-        return (f * self._strides(f.device)).sum(1)
+        return grid_index(f, self.factor_sizes)
 
     def index_to_factors(self, index) -> torch.Tensor:
         "Factor indices `(n, K)` (int64) of each observation index."

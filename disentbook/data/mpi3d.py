@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..core import InputError, DataNotFoundError, CorruptFileError, atomic_path
-from .base import GroundTruthData, subset_grid
+from .base import GroundTruthData, grid_index, read_image_rows, subset_grid
 from .registry import dataset_dir, require
 
 # %% auto #0
@@ -162,8 +162,7 @@ class MPI3D(GroundTruthData):
 
     def full_index(self, full: torch.Tensor) -> torch.Tensor:
         "Row of the file of full-grid factor indices `(n, 7)` (row-major, the last factor fastest)."
-        s = self.full_sizes
-        return (full.cpu() * torch.tensor([math.prod(s[k + 1:]) for k in range(len(s))])).sum(1)
+        return grid_index(full.cpu(), self.full_sizes)
 
     def _array(self) -> np.ndarray:
         "The file's images `(N, 64, 64, 3)` (memory map), opened once and shared with subsets."
@@ -174,8 +173,6 @@ class MPI3D(GroundTruthData):
 
     def _render(self, f: torch.Tensor) -> torch.Tensor:
         full = torch.stack([self._grid[k].to(f.device)[f[:, k]] for k in range(self.num_factors)], 1)
-        uniq, inv = np.unique(self.full_index(full).numpy(), return_inverse=True)
-        x = np.asarray(self._array()[uniq])[inv]
-        return torch.from_numpy(x).permute(0, 3, 1, 2).contiguous().to(f.device)
+        return read_image_rows(self._array(), self.full_index(full).numpy()).to(f.device)
 
     def __repr__(self): return super().__repr__()[:-1] + f"; {self.path.name})"

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ..core import InputError, DataNotFoundError, CorruptFileError, data_dir
-from .base import GroundTruthData, subset_grid
+from .base import GroundTruthData, grid_index, read_image_rows, subset_grid
 
 # %% auto #0
 __all__ = ['SHAPES3D_FACTORS', 'SHAPES3D_VALUES', 'SHAPES3D_SHAPES', 'SHAPES3D_FILE', 'RENDER_CHUNK', 'hue_to_rgb',
@@ -165,8 +165,7 @@ class Shapes3D(GroundTruthData):
     @staticmethod
     def full_index(full: torch.Tensor) -> torch.Tensor:
         "Row of the official file of full-grid factor indices `(n, 6)` (row-major, as the official labels)."
-        sizes = [len(SHAPES3D_VALUES[k]) for k in SHAPES3D_FACTORS]
-        return (full.cpu() * torch.tensor([math.prod(sizes[k + 1:]) for k in range(6)])).sum(1)
+        return grid_index(full.cpu(), [len(SHAPES3D_VALUES[k]) for k in SHAPES3D_FACTORS])
 
     # the official file
     def official_path(self):
@@ -188,10 +187,7 @@ class Shapes3D(GroundTruthData):
 
     def _read_official(self, full: torch.Tensor) -> torch.Tensor:
         "Rows of the official file (h5py reads sorted unique indices; we put them back in order)."
-        rows = self.full_index(full).numpy()
-        uniq, inv = np.unique(rows, return_inverse=True)
-        x = np.asarray(self._official()[uniq])[inv]
-        return torch.from_numpy(x).permute(0, 3, 1, 2).contiguous()
+        return read_image_rows(self._official(), self.full_index(full).numpy())
 
     def _materialize(self, chunk: int = 8192) -> torch.Tensor:
         if self.source == "official" and self.is_full():
