@@ -132,6 +132,9 @@ def cmd_reproduce(args):
     unknown = sorted(set(extra) - set(accepted))
     if unknown: raise InputError(f"reproduction {args.name!r} has no option {', '.join(unknown)}; "
                                  f"it accepts: {', '.join(accepted) or 'none'}")
+    if args.plan:                                                  # the groups and device minutes; nothing is trained
+        from disentbook.repro.plan import check_budget, plan, plan_text
+        p = plan(args.name, args.scale, seed=args.seed, **extra); print(plan_text(p)); check_budget(p); return 0
     resolve_device(args.device)                                    # before any data work
     takes_overwrite = "overwrite" in inspect.signature(fn).parameters
     with run_lock(out):
@@ -479,6 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra argument of the reproduction, repeatable (e.g. dipvae: sweep=true, celeba_root=PATH)")
     r.add_argument("--resume", action="store_true", help="go on in an existing results folder (reuses its trained models)")
     r.add_argument("--overwrite", action="store_true", help="replace what an existing results folder holds")
+    r.add_argument("--plan", action="store_true", help="print every group it would train (members, steps, images, mode) and "
+                   "the estimated device minutes from benchmarks/throughput.json, train nothing; a gpu plan over budget is an error")
     r.set_defaults(func=cmd_reproduce)
 
     t = add("train", "train one method on one dataset (checkpoint, history, figures and the paper metrics)")

@@ -123,7 +123,7 @@ REFVAE_SCALES = dict(
     quick=dict(seeds=3, train=_TRAIN(steps=450, lr=5e-4, log_every=25),
                data=dict(source="embedded", size=28), model=dict(z_dim=8, e_dim=8, hidden=64, scale=0.5),
                objective=dict(disc_hidden=64), hparams=_H, eval=dict(n=500)),
-    gpu=dict(seeds=3, train=_TRAIN(steps=2000, lr=2e-4, log_every=100),
+    gpu=dict(seeds=5, train=_TRAIN(steps=5500, lr=2e-4, log_every=250),
              data=dict(source="auto", size=64), model=dict(z_dim=16, e_dim=16, hidden=256, scale=0.5),
              objective=dict(disc_hidden=256), hparams=_H, eval=dict(n=1000)),
     paper=dict(seeds=3, train=_TRAIN(epochs=30, lr=1e-4, log_every=500),

@@ -61,7 +61,7 @@ TCWAE_SCALES = dict(
     quick=dict(seeds=3, train=dict(steps=150, batch_size=64, log_every=25, **_OPT), eval=_ev(1000, 500, (200, 100, 1000, 64)),
                objective=_DISC, grid=dict(betas=(1, 50), gammas=(5, 100)),
                fig3=dict(tcwae_mws=(1, 10, 50), tcwae_gan=(1, 10, 50), beta_tcvae=(1, 4, 8)), ablation=(1, 10, 100)),
-    gpu=dict(seeds=5, train=dict(steps=4000, batch_size=64, log_every=200, **_OPT), eval=_ev(5000, 2500, (5000, 2500, 10_000, 64)),
+    gpu=dict(seeds=5, train=dict(steps=8500, batch_size=64, log_every=250, **_OPT), eval=_ev(5000, 2500, (5000, 2500, 10_000, 64)),
              objective=_DISC, grid=dict(betas=(1, 10, 50, 150), gammas=(5, 100)),
              fig3=dict(tcwae_mws=(1, 10, 50), tcwae_gan=(1, 10, 50), beta_tcvae=(1, 4, 8)), ablation=(1, 10, 100)),
     paper=dict(seeds=5, train=dict(steps=300_000, batch_size=256, log_every=1000, **_OPT),
