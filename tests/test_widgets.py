@@ -305,3 +305,75 @@ def test_check_button_with_exercise_checkers():
     cb = check_button(ex.check_gaussian_kl, lambda mu, logvar, *a, **k: 0.5 * (mu.pow(2) + logvar.exp() - logvar))
     cb.button.click()
     assert not cb.last_result.passed and "color:red" in cb.html.value
+
+
+# ---------------------------------------------------------------- static faces (issue 26): a PNG beside the widget
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _bundle(obj) -> dict:
+    "The display data a kernel sends for `obj` (IPython's own formatter, as `display(obj)` uses)."
+    from IPython.core.formatters import DisplayFormatter
+    data, _ = DisplayFormatter().format(obj)
+    return data
+
+
+def _bundle_png(obj) -> np.ndarray:
+    import base64
+    data = _bundle(obj)
+    assert WIDGET_VIEW in data, "JupyterLab and Voilà still get the widget's view"
+    assert isinstance(data["image/png"], str), "binary data travels base64-encoded"
+    png = base64.b64decode(data["image/png"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    return _png(png)
+
+
+def test_latent_explorer_static_face_traversal_by_hand():
+    "Row r of the traversal moves the r-th slider's latent over [-span, span]; the other pixels keep the code's."
+    m = PixelModel()
+    ex = LatentExplorer(m, X, scale=1, span=2.0)
+    ex.set_value(1, 0.7)                          # the face shows the code as it stands, not only the start
+    t = ex.traversal(n_steps=5)
+    assert t.shape == (3 * 5, 1, 1, 3)
+    vals = torch.linspace(-2.0, 2.0, 5)
+    assert ex.traversal_dims() == ex.order
+    for r, d in enumerate(ex.order):
+        expected = torch.sigmoid(ex.code()).repeat(5, 1); expected[:, d] = torch.sigmoid(vals)
+        assert torch.allclose(t[r * 5:(r + 1) * 5, 0, 0], expected, atol=1e-6), (r, d)
+    assert len(ex.traversal(n_steps=3, max_rows=2)) == 2 * 3
+    assert ex.traversal_dims(2) == [d for d in ex.order if d in torch.argsort(ex.kl, descending=True)[:2].tolist()]
+    face = _bundle_png(ex)
+    assert face.ndim == 3 and face.shape[0] >= 100 and face.shape[1] >= 300   # a readable figure, not a 1x3 image
+    assert np.array_equal(_png(ex.static_face()["image/png"]), face)
+
+
+def test_latent_explorer_static_face_on_pretrained_vae():
+    "On a shipped model the face is a labelled figure whose traversal rows differ (trained latents change the image)."
+    from disentbook.classroom.pretrained import pretrained, sample_images
+    model = pretrained("beta_vae_b4")
+    ex = LatentExplorer(model, sample_images("beta_vae_b4", 4))
+    t = ex.traversal(n_steps=7)
+    assert t.shape[0] == 7 * min(12, len(ex.order)) and ex.traversal_dims() == ex.order[:len(t) // 7]
+    first = t[:7]                                  # the largest-KL latent: its traversal changes the image
+    assert (first[0] - first[-1]).abs().mean() > 0.01
+    t0 = time.perf_counter(); face = _bundle_png(ex); dt = time.perf_counter() - t0
+    assert face.shape[0] > 200 and dt < 3, dt
+
+
+def test_traversal_viewer_and_parameter_explorer_static_faces():
+    tv = traversal_viewer(PixelModel(), X, n_steps=5, scale=1)
+    assert np.array_equal(_bundle_png(tv), _png(bytes(tv.image.value)))
+    tv.dim.value = tv.order[0]                     # the face follows the viewer
+    assert _bundle_png(tv).shape == (3, 21)
+    ge = gaussian_kl_explorer()
+    assert np.array_equal(_bundle_png(ge), _png(bytes(ge.image.value)))
+    img = parameter_explorer(lambda v: np.full((2, 2), v, dtype=np.uint8), scale=1, v=(0, 255, 1, 7))
+    assert _bundle_png(img).tolist() == [[7, 7], [7, 7]]
+    text = parameter_explorer(lambda a, b: a + b, a=(0, 10), b=2.5)
+    data = _bundle(text)
+    assert WIDGET_VIEW in data and "image/png" not in data and "2.5" in data["text/html"]
+
+
+def test_check_button_has_no_static_picture():
+    data = _bundle(check_button(fake_checker, lambda x: x * x))
+    assert WIDGET_VIEW in data and "image/png" not in data

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/07_widgets.ipynb #1877054a
 from __future__ import annotations
-import html, io, os, sys, time
+import base64, html, io, os, sys, time
 
 import numpy as np
 import torch
@@ -128,12 +128,19 @@ def feedback_html(result) -> str:
 
 # %% ../../nbs/07_widgets.ipynb #23195ca5
 class _Panel:
-    "Base of the widget objects: `.widget` is the container; displaying the object displays it."
+    """Base of the widget objects: `.widget` is the container. Displaying the object gives the widget's view and,
+    beside it, its static face (`static_face`), so a page without a kernel shows a picture where the widget was."""
     widget = None
-    def _repr_mimebundle_(self, **kwargs): return self.widget._repr_mimebundle_(**kwargs)
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
+
+    def static_face(self) -> dict:
+        "Mime data ({'image/png': bytes} or {'text/html': str}) standing for the widget where widgets cannot run."
+        return {}
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        for mime, data in self.static_face().items():  # binary data travels base64-encoded, as IPython sends PNGs
+            bundle[mime] = base64.b64encode(bytes(data)).decode("ascii") if isinstance(data, (bytes, bytearray, memoryview)) else data
+        return bundle
 
 # %% ../../nbs/07_widgets.ipynb #76291781
 _KIND_BLOCKS = dict(ref_vae=(("z (content)", "z_dim"), ("e (style)", "e_dim")),
@@ -173,7 +180,7 @@ class LatentExplorer(_Panel):
                  blocks: dict | None = None):
         import ipywidgets as W
         x = check_images(images)[:num_images]
-        self.model, self.images, self.scale = model, x, scale
+        self.model, self.images, self.scale, self.span = model, x, scale, span
         order, self.kl = latent_order(model, x, return_kl=True)
         self.codes = model.embed(x).float().cpu()  # (n, L) encoder means
         self.blocks = check_blocks(blocks if blocks is not None else latent_blocks(model), self.codes.shape[1])
@@ -263,6 +270,50 @@ class LatentExplorer(_Panel):
         "Back to the selected image's code (what the Reset button does)."
         self.set_code(self.codes[self.index])
 
+    def traversal_dims(self, max_rows: int = 12) -> list[int]:
+        "The latents a traversal shows: all of them in slider order, or the `max_rows` of largest KL (in slider order)."
+        if len(self.order) <= max_rows: return list(self.order)
+        keep = set(torch.argsort(self.kl, descending=True, stable=True)[:max_rows].tolist())
+        return [d for d in self.order if d in keep]
+
+    @torch.no_grad()
+    def traversal(self, n_steps: int = 7, max_rows: int = 12) -> torch.Tensor:
+        """Decoded means (rows·n_steps, C, H, W) from the current code: row r sets latent `traversal_dims()[r]` to each
+        of `n_steps` values over [-span, span], the other latents kept."""
+        dims, vals = self.traversal_dims(max_rows), torch.linspace(-self.span, self.span, n_steps)
+        z = self.code().repeat(len(dims) * n_steps, 1)
+        for r, d in enumerate(dims): z[r * n_steps:(r + 1) * n_steps, d] = vals
+        z = z.to(device=self.model.device, dtype=_param_dtype(self.model))
+        return self.model.mean(self.model.decode(z)).float().clamp(0, 1).cpu()
+
+    def static_png(self, n_steps: int = 7, max_rows: int = 12) -> bytes:
+        "PNG of the explorer as it stands: the input, the decoded code, and `traversal` with the sliders' labels."
+        t, dims = self.traversal(n_steps, max_rows), self.traversal_dims(max_rows)
+        rows, (h, w) = len(dims), t.shape[-2:]
+        grid = image_grid(t, n_steps)
+        fig = _figure((1.6 + 0.55 * n_steps + 1.2, max(2.4, 0.55 * rows + 0.6)))
+        gs = fig.add_gridspec(2, 2, width_ratios=[1, n_steps * 0.9], wspace=0.1)
+        for k, (title, img) in enumerate([("input", self.original.value), ("decoded", self.image.value)]):
+            ax = fig.add_subplot(gs[k, 0]); a = np.asarray(_pil_image(img))
+            ax.imshow(a, cmap="gray", vmin=0, vmax=255, interpolation="nearest")
+            ax.set_xticks([]); ax.set_yticks([]); ax.set_title(title, fontsize=8)
+        ax = fig.add_subplot(gs[:, 1])
+        ax.imshow(grid.squeeze(-1) if grid.shape[-1] == 1 else grid, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+        ax.yaxis.tick_right()
+        ax.set_yticks([1 + (h + 1) * (r + 0.5) for r in range(rows)])
+        ax.set_yticklabels([self.sliders[self.order.index(d)].description for d in dims], fontsize=7)
+        ax.set_xticks([1 + (w + 1) * (i + 0.5) for i in (0, n_steps // 2, n_steps - 1)])
+        ax.set_xticklabels([f"{-self.span:g}", "0", f"{self.span:g}"], fontsize=7)
+        more = f" ({rows} of {len(self.order)}, largest KL)" if rows < len(self.order) else ""
+        ax.set_title(f"each latent traversed from this code{more}", fontsize=8)
+        return figure_png(fig)
+
+    def static_face(self) -> dict: return {"image/png": self.static_png()}
+
+def _pil_image(png: bytes):
+    from PIL import Image
+    return Image.open(io.BytesIO(png))
+
 # %% ../../nbs/07_widgets.ipynb #7476771b
 def traversal_grid(model, x0, dims, n_steps: int = 9, span: float = 2.5, scale: int = 3) -> bytes:
     "PNG of the traversal grid (one row per latent of `dims`) of the first image of `x0`."
@@ -290,6 +341,8 @@ class TraversalViewer(_Panel):
         self.image.value = traversal_grid(self.model, self.x[self.index.value:self.index.value + 1], dims,
                                           self.n_steps, self.span, self.scale)
         return self.image.value
+
+    def static_face(self) -> dict: return {"image/png": bytes(self.image.value)}
 
 def traversal_viewer(model, x, n_steps: int = 9, span: float = 2.5, num_images: int = 8, scale: int = 3):
     "A `TraversalViewer`: latent traversals of the images `x`, one latent (or all, by KL) at a time."
@@ -352,6 +405,11 @@ class ParameterExplorer(_Panel):
         else: self.text.value = out
         self.image.layout.display = "" if kind == "png" else "none"
         return self.last_value
+
+    def static_face(self) -> dict:
+        "The picture `fn` returned, else its text (HTML)."
+        if self.image.layout.display != "none" and len(self.image.value): return {"image/png": bytes(self.image.value)}
+        return {"text/html": self.text.value}
 
 def parameter_explorer(fn, scale: int = 4, **sliders) -> ParameterExplorer:
     "Wire `sliders` (widgets, (min, max[, step[, value]]) tuples, option lists or numbers) to `fn(**values)`."
