@@ -20,15 +20,17 @@ from .core import ConfigMismatchError, InputError, NonFiniteLossError
 from .data.samplers import Sampler, SingleSampler
 from .nets import build_model
 from .objectives.base import make_objective
-from .train import TrainConfig, Trainer
+from .train import TrainConfig, Trainer, _check_batch, precision_flags
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'NotReplayableError', 'draw', 'RandomReplay', 'Ensemble', 'build_run', 'fit_ensemble', 'ensemble_key',
-           'fit_groups', 'CapturedStep']
+__all__ = ['PRECISIONS', 'NotReplayableError', 'draw', 'RandomReplay', 'HostReadError', 'NoHostReads', 'step_support',
+           'CaptureError', 'StaticHparamError', 'Ensemble', 'build_run', 'fit_ensemble', 'fit_single', 'ensemble_key',
+           'split_static', 'fit_groups', 'CapturedStep']
 
 # %% ../nbs/13_engine.ipynb #c77bc765
-_DRAWS = {torch.randn: "randn", torch.randn_like: "randn", torch.rand: "rand", torch.rand_like: "rand"}
-_NOT_REPLAYABLE = {torch.randint, torch.randint_like, torch.randperm, torch.normal, torch.bernoulli, torch.multinomial,
+_DRAWS = {torch.randn: "randn", torch.randn_like: "randn", torch.rand: "rand", torch.rand_like: "rand",
+          torch.randperm: "randperm", torch.randint: "randint"}
+_NOT_REPLAYABLE = {torch.randint_like, torch.normal, torch.bernoulli, torch.multinomial,
                    torch.poisson, torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.bernoulli_,
                    torch.Tensor.random_, torch.Tensor.exponential_, torch.Tensor.geometric_, torch.Tensor.cauchy_,
                    torch.Tensor.log_normal_, F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout}
@@ -36,28 +38,49 @@ _NOT_REPLAYABLE = {torch.randint, torch.randint_like, torch.randperm, torch.norm
 class NotReplayableError(core.DisentbookError, RuntimeError):
     "The objective draws random numbers in a way the engine cannot replay per member (or capture)."
 
+def _randint_args(args, kwargs) -> tuple[int, int, tuple]:
+    "(low, high, size) of a torch.randint call: randint(high, size) or randint(low, high, size)."
+    a, kw = list(args), dict(kwargs)
+    size = kw.pop("size", None)
+    if size is None: size = a.pop()
+    nums = a + [kw[k] for k in ("low", "high") if k in kw]
+    low, high = (0, nums[0]) if len(nums) == 1 else (nums[0], nums[1])
+    return int(low), int(high), tuple(int(s) for s in size)
+
 def _draw_spec(func, args, kwargs) -> tuple:
-    "`(kind, shape, dtype, device)` of a call to torch.randn / rand / randn_like / rand_like."
+    "`(kind, shape, dtype, device)` of a call to torch.randn / rand / randn_like / rand_like / randperm / randint."
     if kwargs.get("generator") is not None:
         raise NotReplayableError(f"{func.__name__} is called with an explicit generator; the engine replays only "
                                  "draws from the global generator (what `Trainer` seeds)")
+    dev = torch.device(kwargs.get("device") or "cpu")
     if func in (torch.randn_like, torch.rand_like):
         x = args[0]
         return (_DRAWS[func], tuple(x.shape), kwargs.get("dtype") or x.dtype, torch.device(kwargs.get("device") or x.device))
+    if func is torch.randperm: return ("randperm", (int(args[0]),), kwargs.get("dtype") or torch.int64, dev)
+    if func is torch.randint:
+        low, high, size = _randint_args(args, {k: v for k, v in kwargs.items() if k in ("low", "high", "size")})
+        return (f"randint:{low}:{high}", size, kwargs.get("dtype") or torch.int64, dev)
     shape = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else tuple(args)
-    dev = torch.device(kwargs.get("device") or "cpu")
     return (_DRAWS[func], tuple(int(s) for s in shape), kwargs.get("dtype") or torch.get_default_dtype(), dev)
 
-def draw(spec: tuple, generator: torch.Generator) -> torch.Tensor:
-    "Draw the tensor of `spec` from `generator`: the numbers the global generator in its state would give."
+def draw(spec: tuple, generator: torch.Generator, lead: tuple = ()) -> torch.Tensor:
+    """Draw the tensor of `spec` from `generator`: the numbers the global generator in its state would give (`lead`:
+    that many independent draws stacked in front, from the same generator)."""
     kind, shape, dtype, device = spec
     if device.type != generator.device.type:
         raise NotReplayableError(f"a {kind} draw on {device} cannot come from a generator on {generator.device}")
-    return (torch.randn if kind == "randn" else torch.rand)(shape, generator=generator, dtype=dtype, device=device)
+    if kind == "randperm":
+        one = lambda: torch.randperm(shape[0], generator=generator, dtype=dtype, device=device)
+        return torch.stack([one() for _ in range(math.prod(lead))]).reshape(*lead, *shape) if lead else one()
+    if kind.startswith("randint:"):
+        _, low, high = kind.split(":")
+        return torch.randint(int(low), int(high), (*lead, *shape), generator=generator, dtype=dtype, device=device)
+    return (torch.randn if kind == "randn" else torch.rand)((*lead, *shape), generator=generator, dtype=dtype, device=device)
 
 class RandomReplay(TorchFunctionMode):
-    """Inside the block, `torch.randn/rand(_like)` calls are recorded (mode 'record': drawn from `generator`) or answered
-    from `noise` in order (mode 'replay', checked against `plan`); other random calls raise `NotReplayableError`."""
+    """Inside the block, `torch.randn/rand(_like)/randperm/randint` calls are recorded (mode 'record': drawn from
+    `generator`) or answered from `noise` in order (mode 'replay', checked against `plan`); other random calls raise
+    `NotReplayableError`."""
     def __init__(self, plan: list | None = None, noise: list | None = None, generator: torch.Generator | None = None):
         super().__init__()
         self.record, self.plan, self.noise, self.generator, self.i = plan is None, [] if plan is None else plan, noise, generator, 0
@@ -77,8 +100,101 @@ class RandomReplay(TorchFunctionMode):
             return self.noise[self.i - 1]
         if func in _NOT_REPLAYABLE:
             raise NotReplayableError(f"the objective calls {getattr(func, '__name__', func)}, a random operation the engine "
-                                     "does not replay (supported: torch.randn, rand, randn_like, rand_like)")
+                                     "does not replay (supported: torch.randn, rand, randn_like, rand_like, randperm, randint)")
         return func(*args, **kwargs)
+
+# %% ../nbs/13_engine.ipynb #a7c0f3e1
+_HOST_READS = {torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__float__, torch.Tensor.__int__, torch.Tensor.__index__,
+               torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.cpu, torch.nonzero, torch.Tensor.nonzero,
+               torch.masked_select, torch.Tensor.masked_select, torch.unique, torch.Tensor.unique, torch.argwhere}
+
+class HostReadError(core.DisentbookError, RuntimeError):
+    "The step reads a device value on the host (a sync) or makes a shape that depends on the data: no capture, no vmap."
+
+def _bool_index(idx) -> bool:
+    items = idx if isinstance(idx, tuple) else (idx,)
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
+
+def _caller() -> str:
+    "' (file:line in function)' of the innermost disentbook frame outside the engine: where an objective reads the host."
+    import traceback
+    for f in reversed(traceback.extract_stack()[:-2]):
+        if "disentbook" in f.filename and not f.filename.endswith("engine.py"):
+            return f" ({'/'.join(Path(f.filename).parts[-2:])}:{f.lineno} in {f.name})"
+    return ""
+
+class NoHostReads(TorchFunctionMode):
+    """Inside the block a host read of a tensor (`item`, `bool`, `float`, `int`, `tolist`, `numpy`, `cpu`) or a shape that
+    depends on the data (`nonzero`, boolean indexing, `unique`) raises `HostReadError`: what a CUDA graph cannot hold
+    and `vmap` cannot batch. It runs on the CPU, so the capture decision is the same code with or without a GPU."""
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        bad = func in _HOST_READS or (func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and _bool_index(args[1]))
+        if func is torch.Tensor.to:
+            dev = kwargs.get("device", next((a for a in args[1:] if isinstance(a, (str, torch.device))), None))
+            bad = dev is not None and torch.device(dev).type == "cpu" and args[0].device.type != "cpu"
+        if bad: raise HostReadError(f"the step calls {getattr(func, '__qualname__', func)} on a tensor{_caller()}: a host "
+                                    "read or a data-dependent shape, which a CUDA graph cannot capture and vmap cannot batch")
+        return func(*args, **kwargs)
+
+@contextlib.contextmanager
+def _quiet_rng():
+    "Random draws inside the block leave the global generators (torch CPU and CUDA, numpy, random) as they were."
+    import random
+    import numpy as np
+    st = random.getstate(), np.random.get_state()
+    cuda = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=cuda):
+        try: yield
+        finally: random.setstate(st[0]); np.random.set_state(st[1])
+
+def _terms(trainer: Trainer, batch: dict, step, values: dict | None = None) -> list[dict]:
+    "The step's main terms and each aux net's terms (no update), with the objective's attributes `values` set."
+    obj, values = trainer.objective, values or {}
+    old = {n: getattr(obj, n) for n in values}
+    try:
+        for n, v in values.items(): setattr(obj, n, v)
+        out = obj(trainer.model, batch, step)
+        return [out, *(obj.aux_loss(a, trainer.model, batch, _detached(out), step) for a in trainer.aux_optimizers)]
+    finally:
+        for n, v in old.items(): setattr(obj, n, v)
+
+def _same(a: list[dict], b: list[dict]) -> bool:
+    return all(k in y and torch.allclose(v.float(), y[k].float(), rtol=1e-4, atol=1e-6, equal_nan=True)
+               for x, y in zip(a, b) for k, v in x.items() if isinstance(v, torch.Tensor))
+
+def step_support(trainer: Trainer, vary=(), batch_size: int = 8) -> dict:
+    """What the engine can do with `trainer`'s step, decided by evaluating its terms (main and aux, no update) on one
+    small batch, on the trainer's device (a CPU works): `replay` (None, or why its random draws cannot be replayed per
+    member), `host` (None, or the first host read / data-dependent shape), `step` ('none': the terms do not depend on the
+    step number; 'tensor': they do, through tensor operations, so a device step counter can drive a graph; 'python': they
+    do in Python control flow), `static` (the attributes among `vary` that Python control flow reads: members that
+    differ in them need separate ensembles), and the verdicts `vmap`, `capture` with `why`."""
+    t, obj = trainer, trainer.objective
+    with _quiet_rng(), torch.no_grad():
+        batch = t.sampler.sample(min(int(batch_size), t.config.batch_size), core.make_generator(0, t.generator.device))
+        def run(step, values=None, guard=True):
+            torch.manual_seed(0)
+            with NoHostReads() if guard else contextlib.nullcontext(): return _terms(t, batch, step, values)
+        replay = None
+        try:
+            with RandomReplay(generator=core.make_generator(0, t.device)): _terms(t, batch, t.step)
+        except NotReplayableError as e: replay = str(e)
+        host, kind, static = None, "none", []
+        try: o1 = run(t.step)
+        except HostReadError as e: host = str(e)
+        if host is None:
+            if not _same(o1, run(t.step + 1_000_003, guard=False)):
+                try: kind = "tensor" if _same(o1, run(torch.tensor(t.step, device=t.device))) else "python"
+                except Exception: kind = "python"
+            for n in vary:
+                try: run(t.step, {n: torch.tensor(float(getattr(obj, n)), device=t.device)})
+                except Exception: static.append(n)
+    vmap_ok, capture_ok = replay is None and host is None, host is None and kind != "python"
+    why = host or (None if kind != "python" else f"the terms of {obj.name} depend on the step number in Python control "
+                   "flow, which a captured graph cannot see")
+    return dict(replay=replay, host=host, step=kind, static=static, vmap=vmap_ok, capture=capture_ok,
+                why=why if not capture_ok else replay if not vmap_ok else None)
 
 # %% ../nbs/13_engine.ipynb #93ec8f5c
 class _Pair(nn.Module):
@@ -105,20 +221,20 @@ def _global_rng(device: torch.device, seed: int, state: torch.Tensor):
 
 PRECISIONS = (None, "fp32", "tf32", "bf16")
 
-@contextlib.contextmanager
-def _precision(precision: str | None, device: torch.device, amp: bool):
-    """None: like `Trainer` (bf16 autocast on CUDA when `amp`, PyTorch's default TF32 flags); 'fp32' / 'tf32': TF32
-    matmuls and convolutions off / on; 'bf16': bf16 autocast. Only CUDA is affected."""
-    if device.type != "cuda": yield; return
-    if precision is None: precision = "bf16" if amp else "default"
-    if precision == "bf16":
-        with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False): yield   # no cache: required by capture
-        return
-    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    if precision in ("fp32", "tf32"):
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
-    try: yield
-    finally: torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+def _autocast(precision: str | None, device: torch.device, amp: bool):
+    """The forward's autocast: bf16 on CUDA for 'bf16' (or None with `amp`, like `Trainer`), with `cache_enabled=False`
+    (required inside a capture); nothing otherwise. The math flags ('fp32': strict, no TF32) cover the whole step, backward
+    included: `train.precision_flags`."""
+    if device.type == "cuda" and (precision == "bf16" or (precision is None and amp)):
+        return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+    return contextlib.nullcontext()
+
+class CaptureError(core.InputError):
+    "An eager fallback where it is forbidden (`strict=True`; the `gpu` scale without `-o allow_eager=true`)."
+
+class StaticHparamError(ConfigMismatchError):
+    "Members differ in a hyper-parameter that Python control flow reads (`names`): they need separate ensembles."
+    def __init__(self, msg: str, names: list[str]): super().__init__(msg); self.names = list(names)
 
 # %% ../nbs/13_engine.ipynb #ff6e06ab
 _SHARED = ("steps", "batch_size", "lr", "betas", "eps", "weight_decay", "log_every", "ckpt_every", "keep_ckpts", "amp",
@@ -136,9 +252,11 @@ class Ensemble:
     stacked tensors (equal to K Adams, see above), each member's data and random numbers drawn from its own generators
     (rng='exact': the numbers of the separate run; 'fast': one stream for all, faster, not equal to separate runs).
     `capture`: record the step as one CUDA graph (None: when possible, True: asked for, warn once if not, False: eager).
-    `on_nan`: 'flag' stops logging a member with a non-finite term (the others go on), 'raise' raises `NonFiniteLossError`."""
+    `on_nan`: 'flag' stops logging a member with a non-finite term (the others go on), 'raise' raises `NonFiniteLossError`.
+    `strict`: on CUDA, a step that cannot be captured (or whose capture fails) raises `CaptureError` instead of training
+    eagerly. `mode` ('eager', 'capturing', 'captured') and `reason` (why not captured) say what happened."""
     def __init__(self, trainers: list[Trainer], capture: bool | None = None, precision: str | None = None,
-                 rng: str = "exact", on_nan: str = "flag", warmup: int = 3):
+                 rng: str = "exact", on_nan: str = "flag", warmup: int = 3, strict: bool = False):
         if not trainers: raise InputError("an ensemble needs at least one Trainer")
         if precision not in PRECISIONS: raise InputError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
         if rng not in ("exact", "fast"): raise InputError(f"rng: expected 'exact' or 'fast', got {rng!r}")
@@ -146,6 +264,7 @@ class Ensemble:
         self.trainers, t0 = list(trainers), trainers[0]
         self.K, self.config, self.device = len(trainers), t0.config, t0.device
         self.precision, self.rng, self.on_nan, self.warmup = precision, rng, on_nan, max(int(warmup), 1)
+        self.strict, self.capture_error, self._saved_at = bool(strict), None, None
         self._check_members()
         self.pairs = [_Pair(t.model, t.objective) for t in self.trainers]
         self._named = [dict(p.named_parameters()) for p in self.pairs]
@@ -159,6 +278,14 @@ class Ensemble:
             bufs = [dict(p.named_buffers()) for p in self.pairs]
             self.buffers = {n: torch.stack([b[n] for b in bufs]) for n in bufs[0]}
         self.hparams = self._member_hparams()
+        self.support = step_support(t0, vary=list(self.hparams))         # vmap, capture, static hyper-parameters
+        if self.support["static"]:
+            raise StaticHparamError(f"the members differ in {self.support['static']}, which {t0.objective.name} reads in "
+                                    "Python control flow (vmap cannot batch it): group the members by its value "
+                                    "(`fit_groups` does)", self.support["static"])
+        if not self.support["vmap"]:
+            raise NotReplayableError(f"{t0.objective.name} cannot be vmapped: {self.support['host'] or self.support['replay']}"
+                                     "; train its runs as captured single models (`CapturedStep`)")
         self._group = {r: [self.params[n] for n in self.params if self.role[n] == r] for r in ["main", *self.aux_names]}
         okw = dict(fused=True, capturable=True) if self.device.type == "cuda" else {}
         self.optimizers = {r: torch.optim.Adam(self._group[r], **(_settings(t0.optimizer if r == "main" else
@@ -181,6 +308,7 @@ class Ensemble:
         self._alive = torch.ones(self.K, dtype=torch.bool, device=self.device)
         self._graph, self._static, self._warm, self._vmapped = None, None, 0, {}
         self.mode, self.reason = "eager", None
+        if all(t._last_good is not None and t._last_good[0] == t.step for t in self.trainers): self._saved_at = self.step
         self._prepare(capture)
     def _check_members(self):
         t0 = self.trainers[0]
@@ -242,9 +370,9 @@ class Ensemble:
                                 exp_avg_sq=torch.stack([st[k][j]["exp_avg_sq"] for k in range(self.K)]).to(P))
 
 # %% ../nbs/13_engine.ipynb #c942dac1
-def _prec(self): return _precision(self.precision, self.device, self.config.amp)
+def _prec(self): return _autocast(self.precision, self.device, self.config.amp)
 
-def _call(self, aux: str | None, step: int, params: dict, batch: dict, noise: list, out: dict | None = None,
+def _call(self, aux: str | None, step, params: dict, batch: dict, noise: list, out: dict | None = None,
           plan: list | None = None, record: torch.Generator | None = None):
     "One member's main terms (`aux` None) or aux terms, its random draws replayed from `noise` (or recorded)."
     rr = RandomReplay(generator=record) if record is not None else RandomReplay(plan if plan is not None else self.plans[aux], noise)
@@ -253,36 +381,38 @@ def _call(self, aux: str | None, step: int, params: dict, batch: dict, noise: li
 
 def _prepare(self, capture: bool | None):
     """Record the random draws of one step (kinds, shapes, dtypes: the plan replayed for every member) on member 0
-    with throwaway generators; decide between eager and captured."""
+    with throwaway generators; decide between eager and captured from `self.support` (`step_support`: no host read,
+    terms independent of the step number or driven by a device step counter)."""
     t0, step = self.trainers[0], self.step
     batch = t0.sampler.sample(self.config.batch_size, core.make_generator(0, t0.generator.device))
     p0 = {n: p[0] for n, p in self.params.items()} | {n: b[0] for n, b in self.buffers.items()}
     self.plans = {}
-    with torch.no_grad(), self._prec():
+    with torch.no_grad(), self._prec(), _quiet_rng():
         g = core.make_generator(0, self.device)
         out, rr = self._call(None, step, p0, batch, None, record=g)
         self.plans[None] = rr.plan
         for a in self.aux_names:
             aout, rr = self._call(a, step, p0, batch, None, out=_detached(out), record=g)
             self.plans[a] = rr.plan
-    want = capture if capture is not None else self.device.type == "cuda"
-    if not want: return
-    why = None
-    if self.device.type != "cuda": why = f"CUDA graphs need a CUDA device, this ensemble runs on {self.device}"
-    else:
-        with torch.no_grad(), self._prec():                # the graph bakes in `step`: the terms must not use it
-            g = core.make_generator(0, self.device)
-            noise = {a: [draw(s, g) for s in self.plans[a]] for a in self.plans}
-            o1 = self._call(None, step, p0, batch, noise[None])
-            o2 = self._call(None, step + 1_000_003, p0, batch, noise[None])
-        if any(isinstance(v, torch.Tensor) and not torch.allclose(v, o2[k], rtol=1e-4, atol=1e-6, equal_nan=True)
-               for k, v in o1.items()):
-            why = f"the terms of {t0.objective.name} depend on the step number, which a captured graph cannot see"
-    if why is None: self.mode = "capturing"
-    else: self._fallback(why, warn=capture is True)
+    self._tensor_step = self.support["step"] == "tensor"
+    self._step_t = torch.zeros((), dtype=torch.int64, device=self.device)
+    _decide(self, capture)
 
-def _fallback(self, why: str, warn: bool = True):
+def _decide(self, capture: bool | None):
+    "Eager or capturing, and why: the one decision of `Ensemble` and `CapturedStep` (the same code on a CPU)."
+    if self.device.type != "cuda": why = f"CUDA graphs need a CUDA device, this run is on {self.device}"
+    elif capture is False: why = "capture=False was asked for"
+    else: why = None if self.support["capture"] else self.support["why"]
+    if why is None: self.mode, self.reason = "capturing", None
+    else: self._fallback(why, warn=capture is True or (capture is None and self.device.type == "cuda"),
+                         allowed=capture is False or self.device.type != "cuda")
+
+def _fallback(self, why: str, warn: bool = True, allowed: bool = False):
+    "Train eagerly and say why (`reason`); on CUDA with `strict` (and eager not asked for) raise `CaptureError` instead."
     self.mode, self.reason, self._graph = "eager", why, None
+    if self.strict and not allowed:
+        raise CaptureError(f"the step cannot be captured as a CUDA graph ({why}) and strict=True forbids the eager "
+                           "fallback (reproduce: -o allow_eager=true allows it)")
     if warn: warnings.warn(f"disentbook.engine: training eagerly, not as a captured CUDA graph: {why}", stacklevel=3)
 
 def _inputs(self) -> tuple[dict, dict]:
@@ -292,7 +422,7 @@ def _inputs(self) -> tuple[dict, dict]:
         b = ts[0].sampler.sample(self.K * B, ts[0].generator)
         batch = {k: v.reshape(self.K, B, *v.shape[1:]) for k, v in b.items()}
         g = self.noise_generators[0]
-        return batch, {a: [draw((s[0], (self.K, *s[1]), *s[2:]), g) for s in p] for a, p in self.plans.items()}
+        return batch, {a: [draw(s, g, lead=(self.K,)) for s in p] for a, p in self.plans.items()}
     bs = [t.sampler.sample(B, t.generator) for t in ts]
     batch = {k: torch.stack([b[k] for b in bs]) for k in bs[0]}
     return batch, {a: [torch.stack([draw(s, g) for g in self.noise_generators]) for s in p] for a, p in self.plans.items()}
@@ -357,7 +487,11 @@ Ensemble._make_layout = _make_layout
 
 # %% ../nbs/13_engine.ipynb #1cad15b3
 def _ensemble_train_step(self):
-    "One step of every member: eager, or (CUDA) eager warm-up steps on a side stream, one capture, then replays."
+    """One step of every member: eager, or (CUDA) eager warm-up steps on a side stream, one capture, then replays; under
+    `precision_flags` as a whole (forward, backward and Adam: 'fp32' is strict fp32 throughout)."""
+    with precision_flags(self.precision, self.device): _step_once(self)
+
+def _step_once(self):
     step, (batch, noise) = self.step, self._inputs()
     if self.mode == "eager": row = self._body(step, batch, noise)
     else:
@@ -366,28 +500,38 @@ def _ensemble_train_step(self):
             for k, v in batch.items(): self._static[0][k].copy_(v)
             for a, ns in noise.items():
                 for s, v in zip(self._static[1][a], ns): s.copy_(v)
-        if self.mode == "captured":
-            self._graph.replay(); row = self._static_row.clone()
-        else:                                              # warm-up: real steps, on a side stream as capture wants
-            s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s): row = self._body(step, *self._static)
-            torch.cuda.current_stream().wait_stream(s)
-            self._warm += 1
-            if self._warm >= self.warmup: self._capture(step + 1)
+        row = _replay_or_warm(self, step, lambda s: self._body(s, *self._static))
     self._rows.append(row); self.step = step + 1
 
-def _capture(self, step: int):
+def _replay_or_warm(self, step: int, body) -> torch.Tensor:
+    """The CUDA part of a captured step, shared by `Ensemble` and `CapturedStep`: set the device step counter (objectives
+    whose terms depend on the step read it), then replay the graph, or run a warm-up step on a side stream and capture
+    after `warmup` of them. `body(step)` is the step on the static inputs."""
+    self._step_t.fill_(step)
+    s = self._step_t if self._tensor_step else step
+    if self.mode == "captured":
+        self._graph.replay(); return self._static_row.clone()
+    st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())   # warm-up: real steps, on a side stream
+    with torch.cuda.stream(st): row = body(s)
+    torch.cuda.current_stream().wait_stream(st)
+    self._warm += 1
+    if self._warm >= self.warmup: self._capture(body, s if self._tensor_step else step + 1)
+    return row
+
+def _capture(self, body, step):
+    "Record `body(step)` as one CUDA graph; a failure is recorded (`capture_error`), then eager (or `CaptureError`)."
     try:
-        for o in self.optimizers.values(): o.zero_grad(set_to_none=True)
+        for o in self._optimizers(): o.zero_grad(set_to_none=True)
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g): self._static_row = self._body(step, *self._static)
+        with torch.cuda.graph(g): self._static_row = body(step)
         self._graph, self.mode = g, "captured"
     except Exception as e:
-        self._static = None
-        self._fallback(f"capturing the step failed ({type(e).__name__}: {e})")
+        self._static, self.capture_error = None, f"{type(e).__name__}: {e}"
+        self._fallback(f"capturing the step failed ({self.capture_error})")
 
 Ensemble.train_step = _ensemble_train_step
 Ensemble._capture = _capture
+Ensemble._optimizers = lambda self: list(self.optimizers.values())
 
 # %% ../nbs/13_engine.ipynb #5216a6e0
 def _member(self, k: int) -> str:
@@ -432,7 +576,7 @@ def _ensemble_fit(self, steps: int | None = None) -> Ensemble:
             if s % c.log_every == 0 or s == c.steps: self._log(); bar.update(s - bar.n)
             if c.ckpt_every and s % c.ckpt_every == 0: self.save(keep=c.keep_ckpts)
         if self._rows: self._check(torch.stack(self._rows).cpu())
-        self.save()
+        if self._saved_at != self.step: self.save()            # once: not again after a periodic save of the last step
     finally:
         bar.close()
     return self
@@ -470,6 +614,7 @@ def _ensemble_save(self, keep: bool = False) -> list:
         if t.out_dir is None or not self.alive[k]: paths.append(None); continue
         with _global_rng(self.device, t.config.seed, self.noise_generators[k].get_state()):
             paths.append(t.save(keep=keep))
+    self._saved_at = self.step
     return paths
 
 def _ensemble_history(self, k: int) -> pd.DataFrame:
@@ -477,7 +622,7 @@ def _ensemble_history(self, k: int) -> pd.DataFrame:
     return pd.DataFrame(self._history[k], columns=["step", *(self.keys or [])]).astype({"step": "int64"})
 
 def _ensemble_summaries(self) -> list[dict]:
-    "Per member: objective, hyper-parameters, seed, status ('ok' / 'failed'), error, steps, history, last terms, checkpoint, trainer."
+    "Per member: objective, hyper-parameters, seed, status ('ok' / 'failed'), error, steps, history, last terms, checkpoint, mode, why, members, trainer."
     out = []
     for k, t in enumerate(self.trainers):
         h = self.history(k)
@@ -486,7 +631,7 @@ def _ensemble_summaries(self) -> list[dict]:
                         out_dir=t.out_dir, status="ok" if self.alive[k] else "failed", error=self.errors[k],
                         steps=self.step if self.alive[k] else self.errors[k]["step"], history=h,
                         final=h.iloc[-1].drop("step").to_dict() if len(h) else {}, checkpoint=ckpt,
-                        mode=self.mode, trainer=t))
+                        mode=self.mode, why=self.reason, members=self.K, trainer=t))
     return out
 
 Ensemble.sync = _ensemble_sync
@@ -525,60 +670,176 @@ def _sampler(data, device: torch.device):
     if isinstance(data, Sampler): return data
     return SingleSampler(data, device=device, materialize=device.type == "cuda")   # on a GPU the uint8 set lives there
 
+def _samplers(data, sampler, device: torch.device, n: int) -> list:
+    """One sampler per member (a stateful sampler, such as the pair sampler's warm-up counter, must not be shared):
+    `sampler(device)` when given, else one `SingleSampler` each over `data` (the data tensors are placed once, shared)."""
+    if sampler is not None: return [sampler(device) for _ in range(n)]
+    return [_sampler(data, device) for _ in range(n)]
+
 def fit_ensemble(members: list[dict], model_config: dict, data, config: TrainConfig | dict, device=None,
                  capture: bool | None = None, precision: str | None = None, rng: str = "exact", on_nan: str = "flag",
-                 resume: bool = True) -> list[dict]:
+                 resume: bool = True, sampler=None, strict: bool = False) -> list[dict]:
     """Train `members` (dicts: objective, params, seed, out_dir) — one architecture `model_config`, one objective — as
-    one ensemble on `data` (a dataset or a sampler); each member equals `build_run(member, ...).fit()`. Returns
-    `Ensemble.summaries()` (history, last terms, status, checkpoint, trainer per member), in the order given."""
+    one ensemble on `data` (a dataset or a sampler; `sampler`: a function `device -> sampler`, called once per member,
+    e.g. a paper's pair or reference sampler); each member equals `build_run(member, ...).fit()`. Returns
+    `Ensemble.summaries()` (history, last terms, status, checkpoint, mode, why, trainer per member), in the order given."""
     if not members: raise InputError("fit_ensemble needs at least one member")
     config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
     dev = core.default_device(device or config.device)
-    sampler = _sampler(data, dev)
     specs = [_member_spec(m, k) for k, m in enumerate(members)]
-    trainers = [build_run(m, model_config, sampler, config, data=data, device=dev, resume=resume) for m in specs]
-    ens = Ensemble(trainers, capture=capture, precision=precision, rng=rng, on_nan=on_nan).fit()
+    samplers = _samplers(data, sampler, dev, len(specs))
+    trainers = [build_run(m, model_config, s, config, data=data, device=dev, resume=resume) for m, s in zip(specs, samplers)]
+    ens = Ensemble(trainers, capture=capture, precision=precision, rng=rng, on_nan=on_nan, strict=strict).fit()
     return [s | dict(name=m["name"], params=m["params"]) for s, m in zip(ens.summaries(), specs)]
 
+def fit_single(member: dict, model_config: dict, data, config: TrainConfig | dict, device=None, capture: bool | None = None,
+               precision: str | None = None, resume: bool = True, sampler=None, strict: bool = False) -> dict:
+    "One member as a `CapturedStep` (captured on CUDA when its step allows, else the Trainer's eager step); its summary."
+    config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
+    dev = core.default_device(device or config.device)
+    m = _member_spec(member, 0)
+    t = build_run(m, model_config, _samplers(data, sampler, dev, 1)[0], config, data=data, device=dev, resume=resume)
+    cs = CapturedStep(t, capture=capture, precision=precision, strict=strict).fit()
+    h = t.history
+    ckpt = t.out_dir / "checkpoint" if t.out_dir is not None and (t.out_dir / "checkpoint").exists() else None
+    return dict(member=0, objective=t.objective.name, params=m["params"], seed=t.config.seed, out_dir=t.out_dir, status="ok",
+                error=None, steps=t.step, history=h, final=h.iloc[-1].drop("step").to_dict() if len(h) else {},
+                checkpoint=ckpt, mode=cs.mode, why=cs.reason, members=1, trainer=t, name=m["name"])
+
+_NOT_KEYED = ("hparams", "aux_optim", "training", "name")
+
 def ensemble_key(member: dict) -> tuple:
-    "Members with equal keys can share an ensemble: objective name, aux optimizer settings, parameter shapes."
+    """Members with equal keys can share an ensemble: objective name, aux optimizer settings, parameter shapes, and every
+    hyper-parameter that is not a float (ints, strings, flags: vmap can only batch float hyper-parameters)."""
     m = _member_spec(member, 0)
     with torch.random.fork_rng(devices=[]):
         o = make_objective(m["objective"], **m["params"])
     shapes = tuple((n, tuple(p.shape)) for n, p in o.named_parameters())
-    return (m["objective"], repr(sorted((a, sorted(s.items())) for a, s in o.aux_optim.items())), shapes)
+    fixed = tuple(sorted((n, repr(v)) for n, v in vars(o).items() if not n.startswith("_") and n not in _NOT_KEYED
+                         and not isinstance(v, (float, torch.Tensor, nn.Module))))
+    return (m["objective"], repr(sorted((a, sorted(s.items())) for a, s in o.aux_optim.items())), shapes, fixed)
+
+def split_static(members: list[dict], names: list[str]) -> list[list[int]]:
+    "Indices of `members` grouped by their values of the hyper-parameters `names` (as the objectives hold them)."
+    out: dict = {}
+    for k, m in enumerate(members):
+        m = _member_spec(m, k)
+        with torch.random.fork_rng(devices=[]): o = make_objective(m["objective"], **m["params"])
+        out.setdefault(tuple(repr(getattr(o, n, None)) for n in names), []).append(k)
+    return list(out.values())
 
 def fit_groups(members: list[dict], model_config: dict, data, config: TrainConfig | dict, device=None,
                max_members: int | None = None, **kw) -> list[dict]:
     """A table's runs (several objectives, grids, seeds) as few ensembles: members grouped by `ensemble_key`, at most
-    `max_members` per ensemble; each group trained by `fit_ensemble`; results in the order given."""
+    `max_members` per ensemble; each group trained by `fit_ensemble`. A group whose members differ in a hyper-parameter
+    read by Python control flow (`StaticHparamError`) is split by its value; a group that cannot be vmapped
+    (`NotReplayableError`) trains member by member with `fit_single`. Results in the order given."""
     groups: dict[tuple, list[int]] = {}
     for k, m in enumerate(members): groups.setdefault(ensemble_key(m), []).append(k)
-    out = [None] * len(members)
+    out, todo = [None] * len(members), []
     for idx in groups.values():
         n = max_members or len(idx)
-        for i in range(0, len(idx), n):
-            part = idx[i:i + n]
-            for k, r in zip(part, fit_ensemble([members[k] for k in part], model_config, data, config, device, **kw)):
-                out[k] = r | dict(member=k)
+        todo += [idx[i:i + n] for i in range(0, len(idx), n)]
+    single_kw = {k: v for k, v in kw.items() if k in ("capture", "precision", "resume", "sampler", "strict")}
+    while todo:
+        part = todo.pop(0)
+        try: res = fit_ensemble([members[k] for k in part], model_config, data, config, device, **kw)
+        except StaticHparamError as e:
+            todo = [[part[i] for i in g] for g in split_static([members[k] for k in part], e.names)] + todo; continue
+        except NotReplayableError:
+            res = [fit_single(members[k], model_config, data, config, device, **single_kw) for k in part]
+        for k, r in zip(part, res): out[k] = r | dict(member=k)
     return out
 
 # %% ../nbs/13_engine.ipynb #fb53085b
-class CapturedStep(Ensemble):
-    """One `Trainer`'s step — forward, every loss term, backward, fused Adam, each discriminator's update with its own
-    optimizer — recorded once as a CUDA graph and replayed; the batch and random numbers are drawn on the device into
-    static buffers first (the trainer's own streams), the terms read back every `log_every` steps. On CPU, or for an
-    objective that cannot be captured, it runs eagerly and says so once; objectives whose random draws cannot be
-    replayed run in the trainer itself. `fit()` trains, then the trainer holds the weights, states and logs."""
-    def __init__(self, trainer: Trainer, capture: bool = True, precision: str | None = None, warmup: int = 3):
-        self.trainer = trainer
-        try: super().__init__([trainer], capture=capture, precision=precision, on_nan="raise", warmup=warmup)
-        except NotReplayableError as e:
-            self.mode, self.reason = "trainer", str(e)
-            warnings.warn(f"disentbook.engine: training in the Trainer itself, not captured: {e}", stacklevel=2)
+class CapturedStep:
+    """One `Trainer`'s own step — forward, every loss term, backward, Adam, each aux net's update with its own optimizer —
+    recorded once as a CUDA graph and replayed. The batch is drawn by the trainer's sampler with its own generator into
+    static buffers; the objective's random draws come from the global CUDA generator, which a CUDA graph advances on
+    every replay, so no replay machinery is needed: any step without a host read can be captured (dropout, randperm
+    included) — what `Ensemble` needs `vmap` for, this does not. A step whose terms depend on the step number reads a
+    device step counter when it can (`step_support`). On the CPU, with `capture=False`, or for a step that cannot be
+    captured, it is the Trainer's eager step and says why (`mode`, `reason`; `strict`: on CUDA a fallback raises
+    `CaptureError`). `fit()` trains; the trainer then holds the weights, states, logs and checkpoint."""
+    def __init__(self, trainer: Trainer, capture: bool | None = True, precision: str | None = None, warmup: int = 3,
+                 strict: bool = False):
+        if precision not in PRECISIONS: raise InputError(f"precision: expected one of {PRECISIONS}, got {precision!r}")
+        self.trainer, self.precision, self.warmup, self.strict, self.K = trainer, precision, max(int(warmup), 1), bool(strict), 1
+        self.device, self.config, self._own_autocast = trainer.device, trainer.config, trainer._autocast
+        self.capture_error, self._graph, self._static, self._warm = None, None, None, 0
+        self.support = step_support(trainer)
+        self._tensor_step = self.support["step"] == "tensor"
+        self._step_t = torch.zeros((), dtype=torch.int64, device=self.device)
+        _decide(self, capture)
+        if self.mode == "capturing": self._capturable(True)
+
+    _fallback = _fallback
+    def _optimizers(self) -> list: return [self.trainer.optimizer, *self.trainer.aux_optimizers.values()]
+    def _capturable(self, on: bool):
+        "Adam in capturable mode (its step counters on the device) for the graph; `False`: as the Trainer saves it."
+        for o in self._optimizers():
+            for g in o.param_groups: g["capturable"] = on
+            for st in o.state.values():
+                if "step" in st: st["step"] = st["step"].to(self.device if on else "cpu", torch.float32)
+    def _autocast(self):
+        return _autocast(self.precision, self.device, self.config.amp) if self.precision is not None or self.mode != "eager" \
+            else self._own_autocast()
+    def _body(self, step, batch: dict) -> torch.Tensor:
+        "`Trainer.train_step` without the sampling: main update, aux updates, the row of logged terms."
+        t = self.trainer
+        out = t.main_update(batch, step)
+        outs = [out, *(t.aux_update(n, batch, out, step) for n in t.aux_optimizers)]
+        if t._layout is None: t._layout = t._make_layout(outs)
+        return torch.stack([outs[i][k] for i, k in t._layout]).float()
+
+    def train_step(self):
+        "One step: the Trainer's own when eager; else sample into the static batch, then warm up / capture / replay."
+        t = self.trainer
+        with precision_flags(self.precision, self.device):
+            if self.mode == "eager": t.train_step(); return
+            step, batch = t.step, t.sampler.sample(t.config.batch_size, t.generator)
+            if not t._batch_checked: _check_batch(batch, t.sampler); t._batch_checked = True
+            if self._static is None: self._static = batch
+            else:
+                for k, v in batch.items(): self._static[k].copy_(v)
+            t._rows.append(_replay_or_warm(self, step, lambda s: self._body(s, self._static))); t.step = step + 1
+
+    def _capture(self, body, step):
+        _capture(self, body, step)
+        if self.mode == "eager": self._capturable(False)
+
+    def save(self, keep: bool = False):
+        "`Trainer.save`, with the optimizers as a plain Trainer's (capturable off, step counters on the CPU) in the file."
+        steps = [(st, st["step"]) for o in self._optimizers() for st in o.state.values() if "step" in st]
+        flags = [(g, g.get("capturable", False)) for o in self._optimizers() for g in o.param_groups]
+        for g, _ in flags: g["capturable"] = False
+        for st, s in steps: st["step"] = s.detach().to("cpu", torch.float32)
+        try: return self.trainer.save(keep=keep)
+        finally:                                           # the graph holds the very tensors: put them back
+            for st, s in steps: st["step"] = s
+            for g, f in flags: g["capturable"] = f
 
     def fit(self, steps: int | None = None) -> CapturedStep:
-        "Train like `Trainer.fit`; the trainer ends up with the weights, optimizer states, logs and checkpoint."
-        if self.mode == "trainer": self.trainer.fit(steps)
-        else: super().fit(steps)
+        "Train like `Trainer.fit` (log, NaN check, checkpoints, the final one once); the trainer ends up with everything."
+        t, c = self.trainer, self.trainer.config
+        end = c.steps if steps is None else t.step + steps
+        ckpt = c.ckpt_every if t.out_dir is not None else 0
+        t.model.train(); t.objective.train()
+        bar = tqdm(total=max(end, c.steps), initial=t.step, disable=not c.progress, unit="step", dynamic_ncols=True,
+                   desc=f"{t.objective.name} ({self.mode})")
+        old, t._autocast = t._autocast, self._autocast
+        try:
+            while t.step < end:
+                self.train_step()
+                s = t.step
+                if s % c.log_every == 0 or s == c.steps: t._log(bar)
+                if ckpt and s % ckpt == 0: self.save(keep=c.keep_ckpts)
+            if t._rows: t._pending()
+            if t.out_dir is not None and t._saved_step != t.step: self.save()
+        finally:
+            bar.close(); t._autocast = old
         return self
+
+    def history(self, k: int = 0):
+        "The trainer's history (`k` is there for the `Ensemble` signature)."
+        return self.trainer.history

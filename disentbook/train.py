@@ -19,8 +19,9 @@ from .core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLo
 from .objectives.base import Objective, make_objective
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'READABLE_FORMATS', 'TrainConfig', 'Trainer', 'CheckpointNotFoundError', 'write_checkpoint',
-           'clean_run_dir', 'read_checkpoint_config', 'state_path', 'load_checkpoint', 'load_model', 'model_spec']
+__all__ = ['FORMAT_VERSION', 'READABLE_FORMATS', 'TrainConfig', 'precision_flags', 'Trainer', 'CheckpointNotFoundError',
+           'write_checkpoint', 'clean_run_dir', 'read_checkpoint_config', 'state_path', 'load_checkpoint', 'load_model',
+           'model_spec']
 
 # %% ../nbs/04_train.ipynb #c679a00a
 def _integer(v, lo: int):
@@ -101,6 +102,24 @@ def _json_config(obj, what: str, key: str) -> dict:
     if key not in cfg: raise InputError(f"the {what} config has no {key!r} entry: {cfg}")
     try: return json.loads(json.dumps(cfg))
     except (TypeError, ValueError) as e: raise InputError(f"the {what} config is not JSON-able ({e}): {cfg}") from e
+
+# %% ../nbs/04_train.ipynb #f1a9c0de
+@contextlib.contextmanager
+def precision_flags(precision: str | None, device) -> None:
+    """The CUDA math flags of a whole training step — forward, backward and optimizer alike, restored on exit. On CUDA
+    `cudnn.benchmark` is on (shapes are fixed, so cuDNN times its kernels once and keeps the fastest). `precision`:
+    'fp32' is strict fp32 (TF32 off for matmuls and convolutions), 'tf32' TF32 on for both, None / 'bf16' PyTorch's
+    defaults. The TF32 flags are set on every device (they only act on CUDA), so a CPU test sees what a GPU step would."""
+    if precision not in (None, "fp32", "tf32", "bf16"):
+        raise InputError(f"precision: expected None, 'fp32', 'tf32' or 'bf16', got {precision!r}")
+    b = torch.backends
+    old = b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.benchmark
+    try:
+        if torch.device(device).type == "cuda": b.cudnn.benchmark = True
+        if precision in ("fp32", "tf32"): b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = precision == "tf32"
+        yield
+    finally:
+        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.benchmark = old
 
 # %% ../nbs/04_train.ipynb #aeb1e24e
 class Trainer:
@@ -223,11 +242,12 @@ class Trainer:
         bar = tqdm(total=max(end, last), initial=self.step, disable=not c.progress, unit="step",
                    desc=self.objective.name, dynamic_ncols=True)
         try:
-            while self.step < end:
-                self.train_step()
-                s = self.step
-                if s % every == 0 or s == last: self._log(bar)
-                if ckpt and s % ckpt == 0: self.save(keep=c.keep_ckpts)
+            with precision_flags(None, self.device):          # cudnn.benchmark on CUDA, for backward too
+                while self.step < end:
+                    self.train_step()
+                    s = self.step
+                    if s % every == 0 or s == last: self._log(bar)
+                    if ckpt and s % ckpt == 0: self.save(keep=c.keep_ckpts)
             if self._rows: self._pending()          # check the steps of an unfinished log interval too
             if self.out_dir is not None and self._saved_step != self.step: self.save()
         finally:

@@ -55,15 +55,17 @@ def test_ensemble_equals_separate_runs_and_checkpoints_load_alone(kind, data, tm
         assert r["status"] == "ok" and r["steps"] == 10 and r["mode"] == "eager"
         assert list(r["history"].columns) == list(alone.history.columns) and len(r["history"]) == 2
         torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
-        assert_same_weights(r["trainer"].model, alone.model)
-        assert_same_weights(r["trainer"].objective, alone.objective)    # the discriminator too (adversarial)
+        # Adam moves a weight with a near-zero gradient by up to lr per step whatever the gradient's float noise, so the
+        # weights agree to a fraction of lr (1e-3), the logged terms to 1e-6 (measured: 2.8e-4 on one MWS weight)
+        assert_same_weights(r["trainer"].model, alone.model, atol=1e-3)
+        assert_same_weights(r["trainer"].objective, alone.objective, atol=1e-3)    # the discriminator too (adversarial)
         # the member's checkpoint is an ordinary single-run checkpoint
         ck = m["out_dir"] / "checkpoint"
         assert read_checkpoint_config(ck)["train"]["seed"] == m["seed"]
-        assert_same_weights(load_model(ck, device="cpu"), alone.model)
+        assert_same_weights(load_model(ck, device="cpu"), alone.model, atol=1e-3)
         obj = engine.make_objective(m["objective"], **m["params"])
         load_checkpoint(ck, objective=obj)
-        assert_same_weights(obj, alone.objective)
+        assert_same_weights(obj, alone.objective, atol=1e-3)
         assert (m["out_dir"] / "history.csv").is_file()
 
 
@@ -112,7 +114,7 @@ def test_captured_step_on_cpu_warns_once_and_equals_trainer(data):
 
 def test_random_replay_rejects_unsupported_draws():
     with engine.RandomReplay(generator=make_generator(0)):
-        with pytest.raises(engine.NotReplayableError, match="randperm"): torch.randperm(4)
+        with pytest.raises(engine.NotReplayableError, match="bernoulli"): torch.bernoulli(torch.full((4,), 0.5))
         with pytest.raises(engine.NotReplayableError, match="explicit generator"):
             torch.randn(3, generator=make_generator(1))
     plan = [("randn", (2,), torch.float32, torch.device("cpu"))]

@@ -11,14 +11,22 @@ from disentbook.train import model_spec
 
 
 def test_compare_golden():
+    "One-sided Welch t at alpha 0.05 (golden: scipy's ttest_ind(equal_var=False))."
+    from scipy import stats
     win, lose = [0.50, 0.52, 0.51], [0.30, 0.31, 0.29]
     assert H.compare(win, lose, ">") == H.HOLDS and H.compare(lose, win, ">") == H.FAILS
-    assert H.compare([0.50, 0.60, 0.40], [0.45, 0.55, 0.35]) == H.INCONCLUSIVE       # d 0.05 < 2 se (0.08)
+    assert H.compare([0.50, 0.60, 0.40], [0.45, 0.55, 0.35]) == H.INCONCLUSIVE       # t = 0.61 on 4 df
     assert H.compare([0.9], [0.1]) == H.INCONCLUSIVE                                   # one seed: no standard error
     assert H.compare([0.9], [0.1], a_exact=True, b_exact=True) == H.HOLDS
-    # exactly at the threshold: d = 2 se is not "more than" 2 se
-    a, b = [1.0, 3.0], [0.0, 0.0]                                                      # se_a = 1, d = 2
-    assert H.compare(a, b, b_exact=True) == H.INCONCLUSIVE and H.compare(a, b, k=1.9, b_exact=True) == H.HOLDS
+    a, b = [0.3, 0.5, 0.7, 0.4], [0.1, 0.2, 0.3, 0.5]
+    r = H.welch(a, b)
+    assert r["p_holds"] == pytest.approx(stats.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
+    # at the edge: p just above / below alpha decides
+    t_crit = stats.t.isf(0.05, 2)                                                      # one-sample, n = 3: df 2
+    x = np.array([-1.0, 0.0, 1.0]); se = 1 / np.sqrt(3)
+    assert H.compare(x + 0.99 * t_crit * se, [0.0], b_exact=True) == H.INCONCLUSIVE
+    assert H.compare(x + 1.01 * t_crit * se, [0.0], b_exact=True) == H.HOLDS
+    assert H.compare([0.0, 0.0, 0.0], [0.1], "<", b_exact=True) == H.INCONCLUSIVE      # 0 ± 0 cannot decide alone
     assert H.compare([float("nan")], [1.0]) == H.NOT_CHECKED
     with pytest.raises(InputError): H.compare(a, b, ">=")
 
@@ -41,7 +49,9 @@ def test_claims_parse_and_judge():
     assert j("B > A (x=1, y) on m") == H.FAILS
     assert j("A (x=1, y) > C on m") == H.INCONCLUSIVE
     assert j("max(B, A (x=1, y)) > C + 0.01 on m") == H.INCONCLUSIVE and j("max(B, A (x=1, y)) > 2 * B on m") == H.FAILS
-    assert j("min(B, C) < 0.4 on m") == H.HOLDS
+    assert j("min(B, C) < 0.4 on m") == H.HOLDS                                        # B < 0.4 suffices
+    assert j("max(B, C) < 0.4 on m") == H.INCONCLUSIVE                                 # C is not clearly below
+    assert j("A (x=1, y) > max(B, C) on m") == H.INCONCLUSIVE                          # every other row, not the best mean
     assert j("D > B on m") == H.NOT_CHECKED and j("B > A (x=1, y) on other") == H.NOT_CHECKED
     assert j("A (x=1, y) > B on m", "B > A (x=1, y) on m") == H.FAILS
     assert j("A (x=1, y) > B on m", "A (x=1, y) > C on m") == H.INCONCLUSIVE
@@ -52,6 +62,20 @@ def test_claims_parse_and_judge():
     assert H.judge_claim(H.Claim("t", "B within ×1.2 of paper on m"), res, "quick", {"B": dict(m=0.5)})["verdict"] == H.FAILS
     for bad in ("A > B", "A >> B on m", "A within 5 of paper on m"):
         with pytest.raises(InputError): H.Claim("t", bad)
+
+
+def test_gate_and_report_lines():
+    "A claim on a row that did not learn is not tested, with the number; not-tested claims print no part bullets."
+    res = {"A": dict(rec=[0.03, 0.031, 0.029], blank=[0.07] * 3), "B": dict(rec=[0.0700, 0.0701, 0.0699], blank=[0.07] * 3)}
+    gate = H.learned_rows([H.Gate("rec", "<", "blank", "reconstructs better than a blank image")], res)
+    assert gate["A"]["learned"] and not gate["B"]["learned"]
+    c = H.judge_claim(H.Claim("A beats B", "A < B on rec", source="Table 1"), res, "quick", learned=gate)
+    assert c["verdict"] == H.NOT_LEARNED and "B: reconstructs better than a blank image" in c["not_learned"][0]
+    assert H.judge_claim(H.Claim("A beats B", "A < B on rec"), res, "quick")["verdict"] == H.HOLDS
+    lines = H.claim_lines([c, H.judge_claim(H.Claim("x", "A < B on rec", ours=True), res, "smoke")])
+    assert lines[0].startswith("- **A beats B: NOT TESTED: MODEL DID NOT LEARN** (paper: Table 1)")
+    assert lines[-1] == "- **x: NOT TESTED AT THIS SCALE** (ours)"                        # no sub-bullets
+    assert not any("inconclusive" in l for l in lines)
 
 
 def test_table_rendering():
@@ -91,7 +115,7 @@ def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
     fn, calls = toy
     import inspect
     assert list(inspect.signature(fn).parameters) == ["scale", "out_dir", "device", "seed", "overwrite", "resume", "runner",
-                                                      "ray_address", "extra"]
+                                                      "ray_address", "allow_eager", "extra"]
     r = fn("quick", out_dir=tmp_path, device="cpu", seed=3)
     assert r["seeds"] == [3, 4] and len(calls) == 4 and r["claims"][0]["verdict"] == H.HOLDS
     assert r["skipped"] == {"S": "not asked"}

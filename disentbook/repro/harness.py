@@ -22,13 +22,13 @@ from ..eval.viz import history_figure, image_grid, kl_per_dim, save_figure, trav
 
 # %% auto #0
 __all__ = ['SCALE_ORDER', 'SE_FACTOR', 'HOLDS', 'FAILS', 'INCONCLUSIVE', 'NOT_TESTED', 'NOT_CHECKED', 'RULE_TEXT', 'PAPERS',
-           'RUNNERS', 'VERDICT_TEXT', 'seed_stats', 'compare', 'within', 'parse_tolerance', 'band', 'parse_part',
-           'Claim', 'judge_part', 'combine', 'judge_claim', 'Metric', 'Table', 'Paper', 'register_paper',
-           'scale_config', 'train_data', 'data_size', 'default_model', 'objective_params', 'build_objective',
-           'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'train_run', 'train_group',
-           'train_ensembles', 'Context', 'show_images', 'latent_order', 'traversal_panel', 'traversal_figures',
-           'library_scores', 'paper_lookup', 'cell_verdict', 'table_rows', 'table_markdown', 'prepare_out',
-           'release_out', 'reproduce', 'claim_lines', 'register_reproduction']
+           'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'VERDICT_TEXT', 'seed_stats', 'compare', 'within', 'parse_tolerance',
+           'band', 'parse_part', 'Claim', 'judge_part', 'combine', 'judge_claim', 'Metric', 'Table', 'Paper',
+           'register_paper', 'scale_config', 'train_data', 'data_size', 'default_model', 'objective_params',
+           'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'train_run',
+           'train_group', 'group_jobs', 'train_ensembles', 'Context', 'show_images', 'latent_order', 'traversal_panel',
+           'traversal_figures', 'library_scores', 'paper_lookup', 'cell_verdict', 'table_rows', 'table_markdown',
+           'prepare_out', 'release_out', 'reproduce', 'claim_lines', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #208e9398
 SCALE_ORDER = ("smoke", "quick", "gpu", "paper")
@@ -305,11 +305,12 @@ def train_config(cfg: dict, seed: int, device, data=None, progress: bool | None 
 
 # %% ../../nbs/08_harness.ipynb #506ddd52
 _DATA_CACHE: dict = {}
+HARNESS_OPTIONS = dict(allow_eager=False)    # options of every reproduction (beside the paper's own)
 
 def load_data(paper: Paper, dataset: str, cfg: dict, seed: int, options: dict):
     "The paper's data for `dataset` (cached in this process by dataset, seed when it matters, and data settings)."
     key = (paper.name, dataset, seed if paper.seeded_data else None, json.dumps(cfg.get("data"), sort_keys=True),
-           json.dumps({k: str(v) for k, v in options.items()}, sort_keys=True))
+           json.dumps({k: str(v) for k, v in options.items() if k not in HARNESS_OPTIONS}, sort_keys=True))
     if key not in _DATA_CACHE:
         if len(_DATA_CACHE) > 8: _DATA_CACHE.clear()
         _DATA_CACHE[key] = paper.data(dataset, cfg, seed, options)
@@ -332,9 +333,15 @@ def run_settings(job: dict) -> dict:
                                       params=job["spec"]["params"], seed=job["seed"],
                                       **{k: cfg.get(k) for k in ("train", "eval", "data", "model", "objective")})))
 
+def _sampler_fn(paper: Paper, data):
+    "`device -> sampler` of a paper's runs: its own sampler (pairs, target/background, references) or a `SingleSampler`."
+    if paper.sampler is not None: return lambda device: paper.sampler(data, device)
+    return lambda device: SingleSampler(train_data(data), device=device, materialize=torch.device(device).type == "cuda")
+
 def train_run(job: dict) -> dict:
-    """Train (or reload, or resume) and evaluate one run. `job`: dict(paper, dataset, spec, seed, cfg, root, device,
-    options); returns the metrics (plus train_seconds, eval_seconds, steps and the last logged training terms)."""
+    """Train (or reload, or resume) and evaluate one run in the eager `Trainer`. `job`: dict(paper, dataset, spec, seed,
+    cfg, root, device, options); returns the metrics (plus train_seconds, eval_seconds, steps, mode and the last logged
+    training terms)."""
     import disentbook  # noqa: F401  (in a Ray worker: registers every paper and objective)
     paper, spec, seed = PAPERS[job["paper"]], job["spec"], int(job["seed"])
     out = run_dir(job["root"], job["dataset"], spec, seed)
@@ -346,24 +353,31 @@ def train_run(job: dict) -> dict:
     seed_everything(seed)                                                 # before the model is built
     model = (paper.model or default_model)(spec, data, cfg).to(dev)
     objective = build_objective(spec, data, model, cfg)
-    sampler = (paper.sampler or (lambda d, device: SingleSampler(train_data(d), device=device,
-                                                                 materialize=torch.device(device).type == "cuda")))(data, dev)
+    sampler = _sampler_fn(paper, data)(dev)
     trainer = Trainer(model, objective, sampler, train_config(cfg, seed, dev, data, job.get("progress")), out_dir=out / "train")
     if ckpt.exists(): trainer.load(ckpt)                                  # exact resume of a cut-short run
     t0 = time.perf_counter(); trainer.fit(); train_s = time.perf_counter() - t0
-    return _evaluate_run(job, data, cfg, trainer, train_s)
+    mode = dict(mode="eager", members=1, why=job.get("why") or "runner 'local' (or 'ray'): the Trainer, one run at a time")
+    return _evaluate_run(job, data, cfg, trainer, train_s, mode)
 
-def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float) -> dict:
-    "Loss figure, the paper's evaluation of the trained model, `eval.json`: the end of every run, however trained."
+def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dict | None = None) -> dict:
+    """Loss figure, the paper's evaluation of the trained model, `eval.json`: the end of every run, however trained.
+    `train_s` is the wall time of the training that produced the run: for an ensemble the whole ensemble's, with
+    `mode['members']` runs in it; `train_seconds_member_share` is that time divided by the members (a share, not a
+    measurement of one run). `mode` = {mode: captured_ensemble / captured_single / eager, members, why} goes into
+    `eval.json` (top level) and the metrics."""
     paper, spec, seed = PAPERS[job["paper"]], job["spec"], int(job["seed"])
     out = run_dir(job["root"], job["dataset"], spec, seed)
     save_figure(history_figure(trainer.history, title=spec["label"]), out / "losses.png")
     model = trainer.model.eval(); t0 = time.perf_counter()
     m = dict(paper.evaluate(model, data, cfg, seed, spec))
     last = trainer.history.iloc[-1].to_dict() if len(trainer.history) else {}
-    m.update(train_seconds=train_s, eval_seconds=time.perf_counter() - t0, steps=trainer.step,
-             train_terms={k: float(v) for k, v in last.items() if k != "step"})
-    write_json(dict(settings=run_settings(job), spec=spec, metrics=m), out / "eval.json")
+    mode = dict(mode or dict(mode="eager", members=1, why=None))
+    m.update(train_seconds=train_s, train_members=int(mode["members"]),
+             train_seconds_member_share=train_s / max(int(mode["members"]), 1),
+             eval_seconds=time.perf_counter() - t0, steps=trainer.step,
+             train_terms={k: float(v) for k, v in last.items() if k != "step"}, mode=mode)
+    write_json(dict(settings=run_settings(job), spec=spec, mode=mode, metrics=m), out / "eval.json")
     return m
 
 # %% ../../nbs/08_harness.ipynb #f7cf3786
@@ -402,45 +416,138 @@ def _pending(job: dict):
     write_json(settings, sj)
     return None
 
-def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[dict]:
-    """Train `jobs` as `engine` ensembles (runs sharing paper, dataset, data, architecture and training settings),
-    evaluate each run as `train_run` does; results in job order. Groups the engine cannot take run one by one."""
-    from disentbook.engine import NotReplayableError, fit_groups
-    res, groups = [None] * len(jobs), {}
+MODES = ("captured_ensemble", "captured_single", "eager")
+
+def _setup(job: dict) -> tuple:
+    "(paper, run config, data, model config) of a job; the model is built only for its config (global RNG untouched)."
+    paper, cfg = PAPERS[job["paper"]], run_cfg(job["cfg"], job["spec"], job["dataset"])
+    data = load_data(paper, job["dataset"], cfg, int(job["seed"]), job.get("options", {}))
+    with torch.random.fork_rng(devices=[]):
+        model_config = (paper.model or default_model)(job["spec"], data, cfg).config
+    return paper, cfg, data, model_config
+
+def _member(job: dict, cfg: dict) -> dict:
+    "The engine member of a job: objective, params (with the scale's objective settings), seed, name, out_dir."
+    return dict(objective=job["spec"]["objective"], params=objective_params(job["spec"], cfg), seed=int(job["seed"]),
+                name=f'{job["spec"]["slug"]}/seed{job["seed"]}',
+                out_dir=run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])) / "train")
+
+def _family(model_config: dict, objective) -> str:
+    "Model family for throughput tables: 'conv<image size>_<model kind>', '_adv' when the objective trains aux nets."
+    return f"conv{model_config.get('image_size', '?')}_{model_config.get('kind', 'model')}" + ("_adv" if len(objective.aux_nets) else "")
+
+def _probe(paper, cfg, data, model_config, members: list[dict], train: TrainConfig) -> tuple[dict, object]:
+    "`engine.step_support` of the first member on the CPU (batch <= 8), varying the float hyper-parameters the members differ in."
+    from disentbook.engine import build_run
+    cpu = torch.device("cpu")
+    from disentbook.engine import _quiet_rng
+    with _quiet_rng():
+        objs = [make_objective(m["objective"], **m["params"]) for m in members]
+        vary = [n for n, v in vars(objs[0]).items() if isinstance(v, float) and not n.startswith("_")
+                and any(vars(o).get(n) != v for o in objs[1:])]
+        cfg1 = TrainConfig.from_dict(train.to_dict() | dict(steps=1, batch_size=min(train.batch_size, 8), device="cpu",
+                                                            progress=False, amp=False))
+        t = build_run({**members[0], "out_dir": None}, model_config, _sampler_fn(paper, data)(cpu), cfg1,
+                      data=train_data(data), device=cpu, resume=False)
+        from disentbook.engine import step_support
+        return step_support(t, vary=vary), t.objective
+
+def _predict(sup: dict, k: int, device: torch.device) -> tuple[str, str, bool]:
+    "(mode, why, vmapped) a group of `k` runs will train in on `device`, from its `step_support`."
+    if device.type != "cuda":
+        how = f"its {k} runs as one vmapped ensemble" if sup["vmap"] and k > 1 else "run by run"
+        return "eager", f"CUDA graphs need a CUDA device; on {device} {how}", sup["vmap"]
+    if sup["vmap"] and sup["capture"]:
+        return ("captured_ensemble" if k > 1 else "captured_single"), \
+               f"{k} run(s) of one architecture and objective, vmapped and captured as one CUDA graph", True
+    if sup["capture"]:
+        return "captured_single", f"not vmappable ({sup['replay'] or sup['host']}): each run captured alone", False
+    return "eager", f"cannot be captured: {sup['why']}", False
+
+def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) -> list[dict]:
+    """The engine groups of `jobs` (see `train_run`) and how each will train, decided on the CPU before anything trains
+    (no GPU needed: the plan of a GPU run is made here). Runs that share paper, dataset (and its seed when the data
+    depend on it), device, architecture, training and data settings, objective, aux-net settings and non-float
+    hyper-parameters form a group, split further by the float hyper-parameters that Python control flow reads (DIP-VAE's
+    λ_3 = 0 vs 200: `engine.step_support`) and into chunks of `max_members`. One dict per group: `jobs` (indices into
+    `jobs`), `members` (K), `model_config`, `train` (the `TrainConfig` dict, seed aside), `family` (e.g. 'conv64_vae';
+    '_adv' with a discriminator), `mode` ('captured_ensemble', 'captured_single': each run captured alone, 'eager'),
+    `why`, and `vmap` (whether the engine trains its runs as one vmapped model). `device`: predict for this device
+    instead of the jobs' own."""
+    from disentbook.engine import ensemble_key, split_static
+    buckets: dict = {}
     for i, j in enumerate(jobs):
-        res[i] = _pending(j)
-        if res[i] is not None: continue
-        paper, cfg = PAPERS[j["paper"]], run_cfg(j["cfg"], j["spec"], j["dataset"])
-        data = load_data(paper, j["dataset"], cfg, int(j["seed"]), j.get("options", {}))
-        with torch.random.fork_rng(devices=[]):
-            model_config = (paper.model or default_model)(j["spec"], data, cfg).config
-        key = (j["paper"], j["dataset"], int(j["seed"]) if paper.seeded_data else None, j.get("device"),
-               json.dumps([model_config, cfg.get("train"), cfg.get("data")], sort_keys=True, default=str))
-        groups.setdefault(key, []).append((i, model_config))
-    for members in groups.values():
-        idx, model_config = [i for i, _ in members], members[0][1]
+        paper, cfg, data, model_config = _setup(j)
+        base = (j["paper"], j["dataset"], int(j["seed"]) if paper.seeded_data else None, str(device or j.get("device")),
+                json.dumps([model_config, cfg.get("train"), cfg.get("data")], sort_keys=True, default=str))
+        buckets.setdefault((base, ensemble_key(_member(j, cfg))), []).append(i)
+    groups = []
+    for idx in buckets.values():
         j0 = jobs[idx[0]]
-        paper, cfg = PAPERS[j0["paper"]], run_cfg(j0["cfg"], j0["spec"], j0["dataset"])
-        dev, data = torch.device(j0.get("device") or "cpu"), load_data(paper, j0["dataset"], cfg, int(j0["seed"]), j0.get("options", {}))
-        specs = [dict(objective=jobs[i]["spec"]["objective"], params=objective_params(jobs[i]["spec"], cfg),
-                      seed=int(jobs[i]["seed"]), name=f'{jobs[i]["spec"]["slug"]}/seed{jobs[i]["seed"]}',
-                      out_dir=run_dir(jobs[i]["root"], jobs[i]["dataset"], jobs[i]["spec"], int(jobs[i]["seed"])) / "train")
-                 for i in idx]
-        try:
-            if paper.sampler is not None: raise NotReplayableError(f"{paper.name} trains with its own sampler")
+        paper, cfg, data, model_config = _setup(j0)
+        dev = torch.device(device or j0.get("device") or "cpu")
+        train = train_config(cfg, int(j0["seed"]), dev, data, False)
+        members = [_member(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
+        sup, obj = _probe(paper, cfg, data, model_config, members, train)
+        parts = [[idx[k] for k in g] for g in split_static(members, sup["static"])] if sup["static"] else [idx]
+        for part in parts:
+            n = max_members or len(part)
+            for c in range(0, len(part), n):
+                chunk = part[c:c + n]
+                mode, why, vmapped = _predict(sup, len(chunk), dev)
+                if sup["static"] and len(parts) > 1: why += f" (split by {', '.join(sup['static'])}: read in Python control flow)"
+                groups.append(dict(jobs=chunk, members=len(chunk), model_config=model_config,
+                                   train={k: v for k, v in train.to_dict().items() if k not in ("seed", "progress")},
+                                   family=_family(model_config, obj), mode=mode, why=why, vmap=vmapped,
+                                   objective=j0["spec"]["objective"], paper=j0["paper"], dataset=j0["dataset"]))
+    return groups
+
+def _engine_mode(r: dict, vmapped: bool) -> dict:
+    "The `mode` record of a run from its engine summary."
+    k = int(r.get("members", 1))
+    if r["mode"] == "captured": name = "captured_ensemble" if vmapped and k > 1 else "captured_single"
+    else: name = "eager"
+    why = r.get("why") or (f"{k} run(s) vmapped and captured as one CUDA graph" if vmapped else "captured alone")
+    return dict(mode=name, members=k if vmapped else 1, why=why)
+
+def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[dict]:
+    """Train `jobs` with the engine, group by group (`group_jobs`): a vmappable group as one ensemble (captured on CUDA),
+    any other run as a captured single model (`engine.fit_single`; eager where its step cannot be captured); each run
+    evaluated as `train_run` does, its mode, why and timing in `eval.json`; results in job order. At the `gpu` scale on
+    CUDA an eager fallback — predicted, or a capture that fails — is an error unless the jobs' options say
+    `allow_eager=true`. A refusal concerns its group only."""
+    from disentbook.engine import CaptureError, fit_groups, fit_single
+    res = [_pending(j) for j in jobs]
+    todo = [i for i, r in enumerate(res) if r is None]
+    groups = group_jobs([jobs[i] for i in todo], max_members)
+    for g in groups: g["jobs"] = [todo[k] for k in g["jobs"]]
+    opts = jobs[todo[0]].get("options", {}) if todo else {}
+    strict = opts.get("scale") == "gpu" and not opts.get("allow_eager", False)
+    bad = [g for g in groups if g["mode"] == "eager" and torch.device(jobs[g["jobs"][0]].get("device") or "cpu").type == "cuda"]
+    if strict and bad:
+        raise CaptureError(f"{len(bad)} group(s) cannot be captured and would train eagerly at the gpu scale: "
+                           + "; ".join(f"{g['objective']} on {g['dataset']} ({g['why']})" for g in bad)
+                           + "; pass -o allow_eager=true to train them eagerly anyway")
+    for g in groups:
+        idx = g["jobs"]; j0 = jobs[idx[0]]
+        paper, cfg, data, model_config = _setup(j0)
+        dev = torch.device(j0.get("device") or "cpu")
+        tc = train_config(cfg, int(j0["seed"]), dev, data, j0.get("progress"))
+        members = [_member(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
+        kw = dict(device=dev, sampler=_sampler_fn(paper, data), strict=strict and dev.type == "cuda")
+        if g["vmap"]:
             t0 = time.perf_counter()
-            out = fit_groups(specs, model_config, train_data(data),
-                             train_config(cfg, int(j0["seed"]), dev, data, j0.get("progress")), device=dev,
-                             max_members=max_members)
-            train_s = (time.perf_counter() - t0) / len(idx)                  # the ensemble's time, shared
-        except (NotReplayableError, ConfigMismatchError) as e:
-            warnings.warn(f"{paper.name}: {len(idx)} run(s) trained one by one, not as an ensemble ({e})")
-            for i in idx: res[i] = train_run(jobs[i])
-            continue
-        for i, r in zip(idx, out):
+            out = fit_groups(members, model_config, train_data(data), tc, max_members=max_members, **kw)
+            wall = [time.perf_counter() - t0] * len(out)
+        else:
+            out, wall = [], []
+            for m in members:
+                t0 = time.perf_counter(); out.append(fit_single(m, model_config, train_data(data), tc, capture=None, **kw))
+                wall.append(time.perf_counter() - t0)
+        for i, r, w in zip(idx, out, wall):
             if r["status"] != "ok": raise NonFiniteLossError(f"run {r['name']}: {r['error']}")
-            res[i] = _evaluate_run(jobs[i], data, run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"]),
-                                   r["trainer"], train_s)
+            c = run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])
+            res[i] = _evaluate_run(jobs[i], data, c, r["trainer"], w, _engine_mode(r, g["vmap"]))
     return res
 
 # %% ../../nbs/08_harness.ipynb #b819e035
@@ -672,15 +779,17 @@ def _jsonable(v) -> bool:
 def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, seed: int = 0, overwrite: bool = False,
               resume: bool = False, runner: str | None = None, ray_address: str | None = None, **options) -> dict:
     """Run `paper`'s reproduction at `scale` into `out_dir`; returns the metrics dict with `report_path`. `runner`:
-    'local', 'ray', 'ensemble' or 'auto'; default 'ensemble' at the `gpu` scale on CUDA, else 'local'."""
+    'local', 'ray', 'ensemble' or 'auto'; default 'ensemble' at the `gpu` scale on CUDA, else 'local'. `allow_eager`:
+    at the `gpu` scale on CUDA, let the ensemble runner train eagerly what it cannot capture (else an error)."""
     cfg = scale_config(paper, scale)
-    unknown = sorted(set(options) - set(paper.options))
+    unknown = sorted(set(options) - set(paper.options) - set(HARNESS_OPTIONS))
     if unknown: raise InputError(f"reproduction {paper.name!r} has no option {', '.join(unknown)}; it accepts: "
-                                 f"{', '.join(['overwrite', 'resume', 'runner', 'ray_address', *paper.options])}")
+                                 f"{', '.join(['overwrite', 'resume', 'runner', 'ray_address', *HARNESS_OPTIONS, *paper.options])}")
     out, dev = Path(out_dir or f"results/{paper.name}-{scale}"), default_device(device)
     if runner is None: runner = "ensemble" if scale == "gpu" and dev.type == "cuda" else "local"
     if runner not in RUNNERS: raise InputError(f"runner: expected one of {RUNNERS}, got {runner!r}")
-    opts = {k: str(v) if isinstance(v, os.PathLike) else v for k, v in {**paper.options, **options, "scale": scale}.items()}
+    opts = {k: str(v) if isinstance(v, os.PathLike) else v
+            for k, v in {**HARNESS_OPTIONS, **paper.options, **options, "scale": scale}.items()}
     seeds = [int(seed) + i for i in range(int(cfg["seeds"]))]
     prepare_out(out, overwrite, resume)
     try:
@@ -771,7 +880,8 @@ def register_reproduction(paper: Paper) -> Callable:
     def fn(scale: str = "quick", out_dir=None, device=None, seed: int = 0, **kw) -> dict:
         return reproduce(paper, scale, out_dir, device, seed, **kw)
     P = inspect.Parameter
-    base = dict(scale="quick", out_dir=None, device=None, seed=0, overwrite=False, resume=False, runner=None, ray_address=None)
+    base = dict(scale="quick", out_dir=None, device=None, seed=0, overwrite=False, resume=False, runner=None, ray_address=None,
+                **HARNESS_OPTIONS)
     fn.__signature__ = inspect.Signature([P(k, P.POSITIONAL_OR_KEYWORD, default=v) for k, v in {**base, **paper.options}.items()])
     fn.__name__ = fn.__qualname__ = f"reproduce_{paper.name}"
     fn.__doc__ = f"Reproduce {paper.title} at `scale` into `out_dir` (options: {', '.join(paper.options) or 'none'}; see `reproduce`)."
