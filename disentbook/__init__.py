@@ -14,7 +14,7 @@ from . import nets
 from .objectives import base, density_ratio, vae, dipvae, tcwae, contrastive, refvae, invariance
 from . import train, engine
 from .eval import metrics, scores, protocols, viz, dipvae
-from .repro import harness, plan, vae, dipvae, tcwae, contrastive, refvae, invariance
+from .repro import verdicts, harness, plan, vae, dipvae, tcwae, contrastive, refvae, invariance
 from .classroom import exercises, widgets
 from .classroom.pretrained import pretrained, available_pretrained, pretrained_card   # disentbook.pretrained("beta_vae_b4"): a shipped model
 del base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet, digit_style, shapes3d, mpi3d, colored_mnist

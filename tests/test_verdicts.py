@@ -1,0 +1,71 @@
+"repro.verdicts: calibration of the seed-level judge under simulated nulls, power at the papers' effects, the gate."
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from disentbook.repro import verdicts as V
+from disentbook.repro import harness as H
+
+S = 20_000                          # simulated reproductions per case: a 5 % rate is known to ± 0.3 % (2 sd)
+
+
+@pytest.mark.parametrize("n", [3, 5])
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_null_claims_of_k_parts(n, k):
+    "Equal rows: a claim of k parts 'A_i > B_i' (need all) holds and fails each at most 5 % of the time."
+    rng = np.random.default_rng(1000 * n + k)
+    a, b = rng.normal(0.5, 0.1, (S, k, n)), rng.normal(0.5, 0.1, (S, k, n))
+    r = V.welch(a, b, floor=1e-3)
+    ph, pf = V.all_of(r["p_holds"], r["p_fails"])
+    holds, fails = np.mean(ph < V.ALPHA), np.mean(pf < V.ALPHA)
+    print(f"n={n}, {k} part(s): false holds {holds:.4f}, false fails {fails:.4f}")
+    assert holds <= 0.05 and fails <= 0.05
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_null_best_of_every_other_row(n):
+    "'A > max(6 equal rows)' tested against every row: false holds / fails <= 5 % (picking by the mean: far more)."
+    rng = np.random.default_rng(n)
+    x = rng.normal(0.0, 1.0, (S, 7, n))
+    r = V.welch(x[:, :1], x[:, 1:])
+    ph, pf = V.all_of(r["p_holds"], r["p_fails"])
+    picked = V.welch(x[:, 0], x[np.arange(S), 1 + x[:, 1:].mean(-1).argmax(-1)])
+    print(f"n={n}: false holds {np.mean(ph < .05):.4f}, false fails {np.mean(pf < .05):.4f}; "
+          f"row picked by its mean: false fails {np.mean(picked['p_fails'] < .05):.3f}")
+    assert np.mean(ph < V.ALPHA) <= 0.05 and np.mean(pf < V.ALPHA) <= 0.05
+    assert np.mean(picked["p_fails"] < V.ALPHA) > 0.10                  # why the old rule was wrong
+
+
+@pytest.mark.parametrize("need", ["all", "most"])
+def test_null_through_the_judge(need):
+    "The same through judge_claim end to end (parsing, 'max' sides, Holm), 600 simulated reproductions of 8 parts."
+    rng = np.random.default_rng(7)
+    rows = ["A", "B", "C", "D"]
+    claim = H.Claim("t", *[f"A > max(B, C, D) on m{i}" for i in range(4)], *[f"B < C on m{i}" for i in range(4)], need=need)
+    out = {H.HOLDS: 0, H.FAILS: 0}
+    for _ in range(600):
+        res = {r: {f"m{i}": list(rng.normal(0.3, 0.05, 3)) for i in range(4)} for r in rows}
+        v = H.judge_claim(claim, res, "quick")["verdict"]
+        if v in out: out[v] += 1
+    print(need, {k: v / 600 for k, v in out.items()})
+    assert out[H.HOLDS] / 600 <= 0.05 and out[H.FAILS] / 600 <= 0.05 + 0.02     # 600 draws: ± 1.8 % at 5 %
+
+
+def test_zero_spread_cannot_decide_alone():
+    "Invariance quick: worst-group accuracy 0 ± 0 against 0 ± 0 + 0.1 decided 'fails'; with a floor it cannot alone."
+    c = H.Claim("t", "Ours > UAI + 0.1 on worst_acc")
+    zero = {"Ours": dict(worst_acc=[0.0] * 3), "UAI": dict(worst_acc=[0.0] * 3)}
+    assert H.judge_claim(c, zero, "quick")["verdict"] == H.INCONCLUSIVE                  # no floor, no spread: no se
+    assert V.compare([0.0] * 3, [0.0] * 3, floor=0.01) == V.INCONCLUSIVE
+
+
+def test_welch_golden_and_power_by_simulation():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(1, 1, 4), rng.normal(0, 2, 6)
+    assert V.welch(a, b)["p_holds"] == pytest.approx(stats.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
+    sim = np.mean(V.welch(rng.normal(0.36, 0.04, (S, 5)), rng.normal(0.25, 0.05, (S, 5)))["p_holds"] < 0.05)
+    assert V.power(0.11, 0.04, 0.05, 5, 5) == pytest.approx(sim, abs=0.015)
+    assert V.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert V.permutation_p([3, 4, 5], [0, 1, 2]) == pytest.approx(0.05)
