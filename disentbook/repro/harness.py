@@ -21,50 +21,19 @@ from ..train import Trainer, TrainConfig, load_model, model_spec, read_checkpoin
 from ..eval.viz import history_figure, image_grid, kl_per_dim, save_figure, traversal_figure, traversal_images
 
 # %% auto #0
-__all__ = ['SCALE_ORDER', 'SE_FACTOR', 'HOLDS', 'FAILS', 'INCONCLUSIVE', 'NOT_TESTED', 'NOT_CHECKED', 'RULE_TEXT', 'PAPERS',
-           'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'VERDICT_TEXT', 'seed_stats', 'compare', 'within', 'parse_tolerance',
-           'band', 'parse_part', 'Claim', 'judge_part', 'combine', 'judge_claim', 'Metric', 'Table', 'Paper',
-           'register_paper', 'scale_config', 'train_data', 'data_size', 'default_model', 'objective_params',
-           'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'train_run',
-           'train_group', 'group_jobs', 'train_ensembles', 'Context', 'show_images', 'latent_order', 'traversal_panel',
-           'traversal_figures', 'library_scores', 'paper_lookup', 'cell_verdict', 'table_rows', 'table_markdown',
-           'prepare_out', 'release_out', 'reproduce', 'claim_lines', 'register_reproduction']
+__all__ = ['SCALE_ORDER', 'PAPERS', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'VERDICT_TEXT', 'parse_tolerance', 'band',
+           'parse_part', 'Claim', 'judge_part', 'judge_claim', 'Metric', 'Table', 'Paper', 'register_paper',
+           'scale_config', 'train_data', 'data_size', 'default_model', 'objective_params', 'build_objective',
+           'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'train_run', 'train_group', 'group_jobs',
+           'train_ensembles', 'Context', 'show_images', 'latent_order', 'traversal_panel', 'traversal_figures',
+           'library_scores', 'paper_lookup', 'cell_verdict', 'table_rows', 'table_markdown', 'prepare_out',
+           'release_out', 'reproduce', 'claim_lines', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #208e9398
+from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
+                                       all_of, any_of, band_test, compare, holm, learned_rows, paper_seeds, power, seed_stats,
+                                       verdict, welch, within)
 SCALE_ORDER = ("smoke", "quick", "gpu", "paper")
-SE_FACTOR = 2.0
-HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED = "holds", "fails", "inconclusive", "not tested at this scale", "not checked"
-RULE_TEXT = (f"Every cell is the mean ± standard deviation over the seeds (n). A comparison holds when it holds in the "
-             f"mean by more than {SE_FACTOR:g} standard errors of the difference (Welch: se² = s_a²/n_a + s_b²/n_b; a "
-             f"paper value or constant has no error), fails when the opposite holds that clearly, and is inconclusive "
-             f"otherwise (always with one seed). A band (within ± of the paper) holds when mean ± {SE_FACTOR:g} se lies "
-             "inside it and fails when it lies outside. At a scale too small to test a claim: not tested at this scale.")
-
-def seed_stats(values) -> tuple[float, float, int]:
-    "(mean, standard error of the mean, n) of seed values; se is nan for a single value."
-    v = np.asarray(values, dtype=np.float64).ravel()
-    if len(v) == 0: return float("nan"), float("nan"), 0
-    se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan")
-    return float(v.mean()), se, len(v)
-
-def compare(a, b, op: str = ">", k: float = SE_FACTOR, a_exact: bool = False, b_exact: bool = False) -> str:
-    "Verdict of `a op b` (op '>' or '<') on seed values `a`, `b`; an `exact` side (a constant) has no error."
-    if op not in (">", "<"): raise InputError(f"op: expected '>' or '<', got {op!r}")
-    (ma, sa, na), (mb, sb, nb) = seed_stats(a), seed_stats(b)
-    if not (math.isfinite(ma) and math.isfinite(mb)): return NOT_CHECKED
-    se = math.sqrt((0.0 if a_exact else sa ** 2) + (0.0 if b_exact else sb ** 2))
-    d = (ma - mb) if op == ">" else (mb - ma)
-    if not math.isfinite(se): return INCONCLUSIVE
-    return HOLDS if d > k * se else FAILS if d < -k * se else INCONCLUSIVE
-
-def within(values, lo: float, hi: float, k: float = SE_FACTOR) -> str:
-    "Verdict of 'the mean of `values` lies in [lo, hi]'."
-    m, se, n = seed_stats(values)
-    if not math.isfinite(m) or not (math.isfinite(lo) and math.isfinite(hi)): return NOT_CHECKED
-    if not math.isfinite(se): return INCONCLUSIVE
-    if lo <= m - k * se and m + k * se <= hi: return HOLDS
-    if m + k * se < lo or m - k * se > hi: return FAILS
-    return INCONCLUSIVE
 
 # %% ../../nbs/08_harness.ipynb #e67b5b63
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
@@ -119,68 +88,127 @@ def parse_part(text: str) -> dict:
     raise InputError(f"claim part {text!r}: expected 'A > B on M', 'A < B on M' or 'A within ±x of paper on M'")
 
 class Claim:
-    "A claim of the paper: its sentence and the parts that test it (`need`: 'all' or 'most' of them must hold)."
+    """A claim and the parts that test it (`need`: 'all' or 'most' of them must hold). `source`: where the paper says it
+    (table, row, sentence); `ours=True`: a claim of this reproduction, not the paper's; `paper_note`: where the paper's
+    own table does not establish it (judged on the paper's numbers by the tests)."""
     def __init__(self, text: str, *parts: str, table: str | None = None, need: str = "all", min_scale: str = "quick",
-                 note: str = ""):
+                 note: str = "", source: str = "", ours: bool = False, paper_note: str = ""):
         if need not in ("all", "most"): raise InputError(f"need: expected 'all' or 'most', got {need!r}")
         if min_scale not in SCALE_ORDER: raise InputError(f"min_scale: expected one of {SCALE_ORDER}, got {min_scale!r}")
         self.text, self.table, self.need, self.min_scale, self.note = text, table, need, min_scale, note
+        self.source, self.ours, self.paper_note = source, ours, paper_note
         self.parts = [parse_part(p) for p in (parts or (text,))]
     def __repr__(self): return f"Claim({self.text!r}, {len(self.parts)} part(s), table={self.table!r})"
 
 # %% ../../nbs/08_harness.ipynb #11fa3a89
-def _side_values(side: dict, results: dict) -> tuple[np.ndarray | None, bool, str]:
-    "(seed values, exact?, label) of a parsed side; (None, ..) when a row or metric is missing."
-    if "const" in side: return np.array([side["const"]]), True, side["text"]
-    have = [r for r in side["rows"] if r in results]
-    if len(have) < len(side["rows"]): return None, False, f"{', '.join(r for r in side['rows'] if r not in results)} not trained"
-    row = have[0]
-    if side.get("pick"):
-        means = {r: seed_stats(results[r])[0] for r in have}
-        row = (max if side["pick"] == "max" else min)(means, key=lambda r: means[r] if math.isfinite(means[r]) else -math.inf)
-    v = np.asarray(results[row], dtype=np.float64) * side["scale"] + side["shift"]
-    lab = (f"{side['scale']:g} × " if side["scale"] != 1 else "") + row + (f" {side['shift']:+g}" if side["shift"] else "")
-    return v, False, lab
+def _items(side: dict, at: dict, paper: dict | None, metric: str) -> tuple[list | None, str]:
+    "[(label, seed values, exact, paper value, paper sd)] of a parsed side, or (None, why) when a row or metric is missing."
+    if "const" in side: return [(side["text"], np.array([side["const"]]), True, side["const"], 0.0)], ""
+    missing = [r for r in side["rows"] if r not in at]
+    if missing: return None, f"{', '.join(missing)} not trained"
+    out = []
+    for r in side["rows"]:
+        v = np.asarray(at[r], dtype=np.float64) * side["scale"] + side["shift"]
+        p = (paper or {}).get(r, {}); pv, ps = p.get(metric), p.get(metric + "_std")
+        pv = None if pv is None else pv * side["scale"] + side["shift"]
+        ps = None if pv is None else (0.1 * abs(pv) if ps is None or not math.isfinite(ps) else ps * side["scale"])
+        lab = (f"{side['scale']:g} × " if side["scale"] != 1 else "") + r + (f" {side['shift']:+g}" if side["shift"] else "")
+        out.append((lab, v, False, pv, ps))
+    return out, ""
 
 def _fmt_side(label, v, exact):
     m, se, n = seed_stats(v)
     return f"{label} {m:.4g}" if exact else f"{label} {m:.4g} ± {se:.2g} (n={n})"
 
-def judge_part(part: dict, results: dict, paper: dict | None = None, k: float = SE_FACTOR) -> dict:
-    "Verdict and numbers of one parsed part on `results` = {row: {metric: seed values}}."
+def _quantifier(side: dict, greater: bool) -> str:
+    "'all' / 'any' over a side's rows: X > max(Y) needs every Y, max(X) > Y some X (see `verdicts`)."
+    pick = side.get("pick")
+    if pick is None: return "all"
+    return ("any" if pick == "max" else "all") if greater else ("all" if pick == "max" else "any")
+
+def _reduce(ph, pf, pw, how):
+    ph, pf = np.asarray(ph, float), np.asarray(pf, float)
+    h, f = all_of(ph, pf) if how == "all" else any_of(ph, pf)
+    pw = [x for x in pw if x is not None and math.isfinite(x)]
+    return float(h), float(f), ((min(pw) if how == "all" else max(pw)) if pw else None)
+
+def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: float = ALPHA, floor: float = 0.0) -> dict:
+    """Verdict, test, p-values and numbers of one parsed part on `results` = {row: {metric: seed values}}; `paper`
+    ({row: {metric, metric_std}}) gives the bands and the power against the paper's own effect."""
     metric = part["metric"]
-    at = {r: m[metric] for r, m in results.items() if metric in m}
-    a, a_exact, la = _side_values(part["lhs"], at)
-    if a is None: return dict(part=part["text"], verdict=NOT_CHECKED, numbers=la)
+    at = {r: m[metric] for r, m in results.items() if metric in m and len(m[metric])}
+    base = dict(part=part["text"], p_holds=1.0, p_fails=1.0, power=None, test="", rows=[])
     if part["kind"] == "within":
         row = part["lhs"]["rows"][0]
+        if row not in at: return base | dict(verdict=NOT_CHECKED, numbers=f"{row} not trained")
         p = (paper or {}).get(row, {}).get(metric)
-        if p is None: return dict(part=part["text"], verdict=NOT_CHECKED, numbers=f"no paper value for {row} {metric}")
+        if p is None: return base | dict(verdict=NOT_CHECKED, numbers=f"no paper value for {row} {metric}")
         lo, hi = band(p, part["tol"], (paper or {}).get(row, {}).get(metric + "_std"))
-        return dict(part=part["text"], verdict=within(a, lo, hi, k),
-                    numbers=f"{_fmt_side(la, a, a_exact)}; paper {p:.4g}, band [{lo:.4g}, {hi:.4g}]")
-    b, b_exact, lb = _side_values(part["rhs"], at)
-    if b is None: return dict(part=part["text"], verdict=NOT_CHECKED, numbers=lb)
-    return dict(part=part["text"], verdict=compare(a, b, part["op"], k, a_exact, b_exact),
-                numbers=f"{_fmt_side(la, a, a_exact)} {part['op']} {_fmt_side(lb, b, b_exact)}")
+        v = np.asarray(at[row], float); r = band_test(v, lo, hi, floor)
+        return base | dict(verdict=verdict(r["p_holds"], r["p_fails"], alpha), p_holds=r["p_holds"], p_fails=r["p_fails"],
+                           rows=[row], n=len(v), test="equivalence (two one-sided t tests)",
+                           numbers=f"{_fmt_side(row, v, False)}; paper {p:.4g}, band [{lo:.4g}, {hi:.4g}]")
+    greater = part["op"] == ">"
+    X, Y = (part["lhs"], part["rhs"]) if greater else (part["rhs"], part["lhs"])
+    xs, why_x = _items(X, at, paper, metric); ys, why_y = _items(Y, at, paper, metric)
+    if xs is None or ys is None: return base | dict(verdict=NOT_CHECKED, numbers=why_x or why_y)
+    qx, qy = _quantifier(X, True), _quantifier(Y, False)
+    PH, PF, PW, pairs = [], [], [], []
+    for lx, vx, ex, px, sx in xs:
+        ph, pf, pw = [], [], []
+        for ly, vy, ey, py, sy in ys:
+            r = welch(vx, vy, ex, ey, floor)
+            ph.append(r["p_holds"]); pf.append(r["p_fails"])
+            pw.append(power(px - py, sx, sy, len(vx), len(vy), alpha, ex, ey) if px is not None and py is not None else None)
+            pairs.append(f"{lx} − {ly} = {r['d']:.3g}" + (f" (t = {r['t']:.2f}, df = {r['df']:.1f}, p = {r['p_holds']:.2g})"
+                                                       if math.isfinite(r["t"]) and math.isfinite(r["df"]) else " (no standard error)"))
+        PH.append(_reduce(ph, pf, pw, qy))
+    h, f, pw = _reduce([a for a, _, _ in PH], [b for _, b, _ in PH], [c for _, _, c in PH], qx)
+    ns = [len(v) for _, v, e, *_ in xs + ys if not e]; n = min(ns) if ns else 1
+    k = len(xs) * len(ys)
+    test = "Welch t, one-sided" + ("" if k == 1 else f", {qx} of {len(xs)} × {qy} of {len(ys)} rows (intersection-union / Bonferroni)")
+    lhs = ", ".join(_fmt_side(l, v, e) for l, v, e, *_ in xs) if greater else ", ".join(_fmt_side(l, v, e) for l, v, e, *_ in ys)
+    rhs = ", ".join(_fmt_side(l, v, e) for l, v, e, *_ in ys) if greater else ", ".join(_fmt_side(l, v, e) for l, v, e, *_ in xs)
+    numbers = f"{lhs} {part['op']} {rhs}; " + "; ".join(pairs)
+    return base | dict(verdict=verdict(h, f, alpha), p_holds=h, p_fails=f, power=pw, test=test, n=n, numbers=numbers,
+                       rows=[r for r in (part["lhs"].get("rows", []) + part["rhs"].get("rows", []))])
 
-def combine(verdicts: list[str], need: str = "all") -> str:
-    "A claim's verdict from its parts' verdicts."
-    if not verdicts or (need == "all" and NOT_CHECKED in verdicts): return NOT_CHECKED
-    if need == "all":
-        return FAILS if FAILS in verdicts else HOLDS if all(v == HOLDS for v in verdicts) else INCONCLUSIVE
-    verdicts = [v for v in verdicts if v != NOT_CHECKED]        # 'most': parts that cannot be checked do not count
-    if not verdicts: return NOT_CHECKED
-    half = len(verdicts) / 2
-    return HOLDS if verdicts.count(HOLDS) > half else FAILS if verdicts.count(FAILS) > half else INCONCLUSIVE
-
-def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict | None = None) -> dict:
-    "Verdict of `claim` at `scale` with per-part numbers; a scale below `claim.min_scale` is 'not tested at this scale'."
-    parts = [judge_part(p, results, paper) for p in claim.parts]
-    verdict = combine([p["verdict"] for p in parts], claim.need)
-    if SCALE_ORDER.index(scale) < SCALE_ORDER.index(claim.min_scale) and verdict != NOT_CHECKED: verdict = NOT_TESTED
-    return dict(claim=claim.text, table=claim.table, verdict=verdict, parts=parts,
-                note=claim.note if verdict == FAILS else "")
+def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict | None = None, learned: dict | None = None,
+                floors: dict | None = None, alpha: float = ALPHA) -> dict:
+    """Verdict of `claim` at `scale` with per-part tests: every part must hold (intersection-union) and a part fails after
+    Holm's correction across the parts (`need='most'`: more than half hold / fail after Holm). A scale below
+    `claim.min_scale` is 'not tested at this scale'; a row that did not learn (`learned` = `verdicts.learned_rows`) makes
+    it 'not tested: model did not learn'."""
+    parts = [judge_part(p, results, paper, alpha, (floors or {}).get(p["metric"], 0.0)) for p in claim.parts]
+    live = [p for p in parts if p["verdict"] != NOT_CHECKED]
+    out = dict(claim=claim.text, table=claim.table, source=claim.source, ours=claim.ours, paper_note=claim.paper_note,
+               parts=parts, note="", p_holds=1.0, p_fails=1.0, power=None, need=claim.need, not_learned=[])
+    if not live or (claim.need == "all" and len(live) < len(parts)): v = NOT_CHECKED
+    else:
+        ph, pf = np.array([p["p_holds"] for p in live]), np.array([p["p_fails"] for p in live])
+        hpf = holm(pf)
+        if claim.need == "all":
+            hph = ph
+            h, f = float(ph.max()), float(hpf.min())
+            v = verdict(h, f, alpha)
+            pws = [p["power"] for p in live]
+            out["power"] = min(pws) if pws and all(x is not None for x in pws) else None
+        else:
+            hph = holm(ph); nh, nf = int((hph < alpha).sum()), int((hpf < alpha).sum())
+            h, f = float(np.sort(hph)[len(live) // 2]), float(np.sort(hpf)[len(live) // 2])
+            v = HOLDS if nh > len(live) / 2 else FAILS if nf > len(live) / 2 else INCONCLUSIVE
+        for p, a, b in zip(live, hph, hpf):
+            p["p_holds_adj"], p["p_fails_adj"] = float(a), float(b); p["verdict"] = verdict(a, b, alpha)
+        out.update(p_holds=h, p_fails=f)
+    out["n"] = min([p.get("n", 0) for p in live], default=0)
+    if learned and v != NOT_CHECKED:
+        rows = {r for p in live for r in p["rows"]}
+        bad = [f"{r}: {learned[r]['why']}" for r in sorted(rows) if r in learned and not learned[r]["learned"]]
+        if bad: v, out["not_learned"] = NOT_LEARNED, bad
+    if SCALE_ORDER.index(scale) < SCALE_ORDER.index(claim.min_scale) and v != NOT_CHECKED: v = NOT_TESTED
+    out["verdict"] = v
+    out["note"] = claim.note if v == FAILS else ""
+    return out
 
 # %% ../../nbs/08_harness.ipynb #db32924d
 @dataclasses.dataclass
@@ -190,6 +218,13 @@ class Metric:
     label: str
     fmt: str = "{:.3f}"
     tol: str | None = None
+    resolution: float | None = None             # smallest difference the metric resolves (default: the format's last digit)
+
+    def floor(self) -> float:
+        "The floor on a seed standard deviation: `resolution`, else one unit of the format's last decimal ('{:.3f}': 0.001)."
+        if self.resolution is not None: return float(self.resolution)
+        m = re.fullmatch(r"\{:\.(\d+)f\}", self.fmt)
+        return 10.0 ** -int(m[1]) if m else 0.0
 
 @dataclasses.dataclass
 class Table:
@@ -236,6 +271,7 @@ class Paper:
     notes: Callable | None = None               # fn(ctx) -> lines under the scale header (settings, caveats)
     seeded_data: bool = False                   # does the data depend on the seed (e.g. generated per seed)?
     values: str | None = None                   # the paper-values CSV (default: `name`)
+    learned: tuple = ()                         # `verdicts.Gate`s: what "the model learned" means for its rows
 
 PAPERS = Registry("paper")
 
@@ -682,7 +718,7 @@ def cell_verdict(values, metric: Metric, paper: float | None, paper_std: float |
     if paper is None or metric.tol is None or not len(values): return "—"
     if scale == "smoke": return "not tested"
     lo, hi = band(paper, parse_tolerance(metric.tol), paper_std)
-    v = within(values, lo, hi)
+    v = within(values, lo, hi, floor=metric.floor())
     if v == FAILS: return f"miss ({'higher' if seed_stats(values)[0] > hi else 'lower'})"
     return {HOLDS: "hit", INCONCLUSIVE: "inconclusive"}.get(v, "—")
 
@@ -804,6 +840,10 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
     finally:
         release_out(out)
 
+def _learned(ctx, table: Table) -> dict:
+    "{row: dict(learned, why, checked)} of `table`'s runs under the paper's gates."
+    return learned_rows(ctx.paper.learned, ctx.values(table.name)) if ctx.paper.learned else {}
+
 def _claims(ctx) -> list[dict]:
     claims = ctx.paper.claims(ctx) if callable(ctx.paper.claims) else ctx.paper.claims
     first = next((t.name for t in ctx.paper.tables), None)
@@ -811,8 +851,43 @@ def _claims(ctx) -> list[dict]:
     for c in claims:
         t = ctx.paper_table(c.table or first)
         paper = paper_lookup(ctx.paper.values or ctx.paper.name, t.paper_table, t.paper_dataset) if t.paper_table else {}
-        out.append(judge_claim(c, ctx.values(t.name), ctx.scale, paper) | dict(table=t.name))
+        if t.name not in ctx.results:                                   # the table did not run: say why, judge nothing
+            j = judge_claim(c, {}, "paper")
+            j.update(verdict=NOT_CHECKED, parts=[], why=f"{t.name} not run ({ctx.skipped.get(t.name, 'not in this call')})")
+        else:
+            j = judge_claim(c, ctx.values(t.name), ctx.scale, paper, _learned(ctx, t), {m.key: m.floor() for m in t.metrics})
+        out.append(j | dict(table=t.name))
     return out
+
+def _modes(ctx) -> list[str]:
+    "How each run trained (the `mode` the engine writes into each run's eval.json), counted per mode."
+    counts, why = {}, {}
+    for t, specs in ctx.specs.items():
+        for s in specs:
+            for seed in ctx.seeds:
+                f = run_dir(ctx.out, ctx.datasets[t], s, seed) / "eval.json"
+                try: e = json.loads(f.read_text())
+                except (OSError, ValueError): continue
+                m = e.get("mode") or e.get("metrics", {}).get("mode")
+                if not isinstance(m, dict): continue
+                key = (str(m.get("mode")), str(m.get("members", "")))
+                counts[key] = counts.get(key, 0) + 1
+                if m.get("why"): why.setdefault(key, str(m["why"]))
+    return [f"{n} run(s) {mode}" + (f" ({mem} members)" if mem not in ("", "None", "1") else "") + (f": {why[(mode, mem)]}" if (mode, mem) in why else "")
+            for (mode, mem), n in counts.items()]
+
+def _differences(ctx) -> list[str]:
+    "The settings of this scale that differ from the paper scale's, read from the two configs."
+    if ctx.scale == "paper" or "paper" not in ctx.paper.scales: return []
+    def flat(d, pre=""):
+        out = {}
+        for k, v in d.items():
+            if isinstance(v, dict): out |= flat(v, f"{pre}{k}.")
+            else: out[pre + k] = v
+        return out
+    ours, theirs = flat(ctx.cfg), flat(scale_config(ctx.paper, "paper"))
+    return [f"{k} {json.dumps(ours.get(k))} (paper scale {json.dumps(theirs.get(k))})" for k in sorted(set(ours) | set(theirs))
+            if k != "seeds" and ours.get(k) != theirs.get(k)]
 
 def _finish(ctx: Context, train_seconds: float, t0: float) -> dict:
     "Figures, tables, claims, the report, table.csv and metrics.json."
@@ -821,50 +896,85 @@ def _finish(ctx: Context, train_seconds: float, t0: float) -> dict:
     figs = []
     for f in p.figures:
         for name, fig in (f(ctx) or {}).items(): figs.append(str(save_figure(fig, out / name).relative_to(out)))
-    rows, md_tables = [], []
+    rows, md_tables, gates = [], [], {}
     for t in p.tables:
-        if t.name not in ctx.results or not t.metrics: continue
+        if t.name not in ctx.results: continue
+        if p.learned: gates[t.name] = _learned(ctx, t)
+        if not t.metrics: continue
         paper = paper_lookup(p.values or p.name, t.paper_table, t.paper_dataset) if t.paper_table else {}
         r = table_rows(ctx.values(t.name), t, paper, ctx.scale, ctx.datasets[t.name]); rows += r
         md_tables += [f"## {t.title or t.name}", "", table_markdown(r, t), ""]
     claims = _claims(ctx)
     seconds = time.perf_counter() - t0
     pd.DataFrame(rows).to_csv(out / "table.csv", index=False)
-    md = _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds)
+    md = _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates)
     metrics = dict(paper=p.name, scale=ctx.scale, config=ctx.cfg, device=str(ctx.device), seeds=ctx.seeds,
                    seconds=seconds, train_seconds=train_seconds, rule=RULE_TEXT,
                    options={k: v for k, v in ctx.options.items() if _jsonable(v)},
-                   results=ctx.results, table=rows, claims=claims, skipped=ctx.skipped, notes=ctx.notes, figures=figs)
+                   results=ctx.results, table=rows, claims=claims, learned=gates, skipped=ctx.skipped, notes=ctx.notes,
+                   figures=figs)
     write_json(metrics, out / "metrics.json")
     (out / "report.md").write_text(md)                                   # last: its presence means "finished"
     return dict(metrics, report_path=str(out / "report.md"))
 
 VERDICT_TEXT = {HOLDS: "HOLDS", FAILS: "FAILS", INCONCLUSIVE: "INCONCLUSIVE", NOT_TESTED: "NOT TESTED AT THIS SCALE",
-                NOT_CHECKED: "NOT CHECKED"}
+                NOT_CHECKED: "NOT CHECKED", NOT_LEARNED: "NOT TESTED: MODEL DID NOT LEARN"}
+
+def _p(x): return "—" if x is None or not math.isfinite(x) else (f"{x:.2g}" if x >= 1e-4 else "< 1e-4")
 
 def claim_lines(claims: list[dict]) -> list[str]:
-    "Markdown bullets: each claim's verdict, then its parts with their numbers."
+    """Markdown bullets: each claim's verdict and source (or 'ours'), its test, p-value, n and power against the paper's
+    effect, then its parts with their numbers (no parts under a claim not tested or not checked)."""
     L = []
     for c in claims:
-        L.append(f"- **{c['claim']}: {VERDICT_TEXT[c['verdict']]}**" + (f" — likely cause: {c['note']}" if c.get("note") else ""))
-        L += [f"    - `{q['part']}`: {q['verdict']}; {q['numbers']}" for q in c["parts"]]
+        src = "ours" if c.get("ours") else (f"paper: {c['source']}" if c.get("source") else "")
+        L.append(f"- **{c['claim']}: {VERDICT_TEXT[c['verdict']]}**" + (f" ({src})" if src else "")
+                 + (f" — likely cause: {c['note']}" if c.get("note") else ""))
+        if c.get("paper_note"): L.append(f"    - on the paper's own numbers: {c['paper_note']}")
+        v = c["verdict"]
+        if v == NOT_TESTED: continue
+        if v == NOT_CHECKED:
+            why = c.get("why") or "; ".join(q["numbers"] for q in c["parts"] if q["verdict"] == NOT_CHECKED)
+            if why: L.append(f"    - {why}")
+            continue
+        if v == NOT_LEARNED:
+            L += [f"    - {b}" for b in c["not_learned"]]; continue
+        p = c["p_holds"] if v == HOLDS else c["p_fails"] if v == FAILS else min(c["p_holds"], c["p_fails"])
+        pw = "—" if c.get("power") is None else f"{c['power']:.2f}"
+        L.append(f"    - test: {'every part must hold, Holm across parts' if c.get('need') == 'all' else 'most parts (Holm)'}"
+                 f"; p = {_p(p)}; n = {c.get('n', 0)} seeds per row; power against the paper's effect: {pw}")
+        for q in c["parts"]:
+            qp = "" if q.get("power") is None else f"; power {q['power']:.2f}"
+            L.append(f"    - `{q['part']}`: {q['verdict']} ({q.get('test') or 'not run'}; p_holds {_p(q['p_holds'])}, "
+                     f"p_fails {_p(q.get('p_fails_adj', q['p_fails']))}{qp}); {q['numbers']}")
     return L
 
-def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds) -> str:
+def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=None) -> str:
     cfg, p = ctx.cfg, ctx.paper
     L = [f"# {p.title} reproduced — {ctx.scale} scale", "",
          f"device: {ctx.device}; total {seconds:.0f} s (training and evaluation {train_seconds:.0f} s); seeds "
          f"{ctx.seeds}; training {json.dumps(cfg['train'])}.", ""]
+    modes = _modes(ctx)
+    if modes: L += ["How each run trained: " + "; ".join(modes) + ".", ""]
     if p.notes: L += list(p.notes(ctx)) + [""]
-    if ctx.scale != "paper":
-        L += [f"At `{ctx.scale}` scale each run trains far fewer steps than the paper's, so misses against the paper's "
-              "converged numbers are expected; they come from the training length, not from a different objective or "
-              "metric." + (" Smoke runs only check that everything runs: no cell or claim is judged." if ctx.scale == "smoke" else ""), ""]
+    if ctx.scale == "smoke":
+        L += ["Smoke runs only check that everything runs: no cell or claim is judged.", ""]
+    elif ctx.scale != "paper":
+        diff = _differences(ctx)
+        if diff: L += [f"At `{ctx.scale}` scale these settings differ from the paper scale's (read from the two configs): "
+                       + "; ".join(diff) + ". Misses against the paper's numbers may come from any of them; this report does "
+                       "not measure which.", ""]
     L += md_tables
     counts = {v: sum(r["verdict"] == v for r in rows) for v in ("hit", "inconclusive")}
     misses = sum(r["verdict"].startswith("miss") for r in rows)
     L += ["How to read the verdicts: " + RULE_TEXT + (f" Cells: {counts['hit']} hit, {misses} miss, "
           f"{counts['inconclusive']} inconclusive." if rows else ""), ""]
+    if gates and ctx.scale != "smoke":
+        L += ["## Did each model learn?", ""]
+        for t, g in gates.items():
+            for row, r in g.items():
+                if r["checked"]: L.append(f"- {t}, {row}: {'learned' if r['learned'] else 'DID NOT LEARN'} — {r['checked']}")
+        L += [""]
     L += ["## The paper's claims, checked", ""] + claim_lines(claims) + [""]
     if p.sections: L += list(p.sections(ctx)) + [""]
     L += ["## Figures", ""] + [f"- `{f}`" for f in figs]
