@@ -1,119 +1,246 @@
-"""GPU engine throughput (issue 15): β-VAE conv64 on 64×64 dSprites images, batch 64 per model, one run prints
+"""GPU throughput of the harness's real training path (issue 22), written to the plan's throughput table.
 
-  bare eager PyTorch loop fp32 and bf16 | disentbook `Trainer` (eager) | disentbook captured (`engine.CapturedStep`,
-  fp32 and bf16) | ensembles of K = 8, 32, 64 β-VAEs (`engine.Ensemble`, captured; aggregate img/s, GPU memory per
-  member) | the ratios, and the K at which the aggregate throughput stops growing (< 10 % more than the previous K).
+    python benchmarks/bench_gpu.py                              # on CUDA: measure, write benchmarks/throughput.json
+    python benchmarks/bench_gpu.py --device cpu --tiny          # anywhere: a tiny run that exercises every path (CI)
+    python benchmarks/bench_gpu.py --ks 8 32 64 128 --repeats 5 --window 500
 
-    python benchmarks/bench_gpu.py [--steps 100] [--ks 8 32 64] [--device cuda|cpu] [--precision bf16]
+What it measures, each as aggregate images/s (median of `--repeats` timed windows, with min and max):
 
-Targets on one H100 at batch 64 (issue 15): captured single model >= 3x the bare eager fp32 loop; ensemble aggregate
->= 150,000 img/s; both with the numbers of eager training (tests/test_engine.py). Without a GPU the script runs a tiny
-version (batch 8, few steps, K = 2 and 4) so that it is at least exercised; it says so, and its numbers say nothing
-about a GPU.
+- the data: the dSprites sampler the harness builds for its dSprites papers (64x64, on the device on CUDA), the model
+  the harness builds (`repro.harness.default_model`: conv64 VAE, Bernoulli decoder, 10 latents), batch 64 per model;
+- two methods: beta-VAE (beta = 4) and FactorVAE (gamma = 35, its MLP discriminator trained by its own Adam);
+- four modes: a bare eager PyTorch loop (beta-VAE only: the reference the ratios divide by), the `Trainer`'s eager
+  step (what `runner='local'` runs), the captured single model (`engine.CapturedStep`) and vmapped, captured ensembles
+  of K members (`engine.Ensemble`, K = `--ks`);
+- two precisions, each compared only with itself: strict fp32 (TF32 off for matmuls and convolutions, forward and
+  backward) and bf16 autocast (the harness's default on CUDA);
+- the harness's cadence: a window of `--window` steps holds one read-back of the logged terms (log_every = window);
+  a checkpoint (the harness writes one every max(steps // 10, 1000) steps: `--ckpt-every`, default 2000, the
+  vae/dipvae gpu runs') is timed separately (K single-model saves for an ensemble) and its share added to the window.
+
+The rows (family, mode, group size, precision, images/s) go to `benchmarks/throughput.json` on CUDA, with the device's
+name, torch version, date and command (`repro.plan` reads them); the bare loop goes under `reference`. A CPU run (or
+`--tiny`) writes `results/bench_gpu/throughput-<device>.json` instead and never replaces the committed table: its
+numbers say nothing about a GPU. Targets on one H100 (issue 22): captured single >= 3x the bare eager fp32 loop;
+ensembles >= 300,000 images/s aggregate.
 """
-import argparse, time
+from __future__ import annotations
+import argparse, contextlib, datetime, json, statistics, sys, tempfile, time
+from pathlib import Path
 
 import torch
 
-from disentbook.core import default_device, make_generator, to_float_images
-from disentbook.data.base import LabelledImages
-from disentbook.data.dsprites import DSprites
-from disentbook.data.samplers import SingleSampler
-from disentbook.nets import VAE
-from disentbook.objectives.vae import gaussian_kl
-from disentbook.train import TrainConfig
-from disentbook import engine
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))                      # the checkout's disentbook, installed or not
 
-MODEL = dict(kind="vae", image_size=64, channels=1, latent_dim=10)
+import disentbook  # noqa: E402,F401  (registers everything)
+from disentbook import engine  # noqa: E402
+from disentbook.core import default_device, make_generator, to_float_images  # noqa: E402
+from disentbook.data.dsprites import DSprites  # noqa: E402
+from disentbook.data.samplers import SingleSampler  # noqa: E402
+from disentbook.objectives.vae import gaussian_kl  # noqa: E402
+from disentbook.repro import harness as H  # noqa: E402
+from disentbook.repro import plan as P  # noqa: E402
+from disentbook.train import TrainConfig  # noqa: E402
+
+METHODS = {"beta_vae": dict(beta=4.0), "factor_vae": dict(gamma=35.0)}
+TABLE = ROOT / "benchmarks" / "throughput.json"
+
+
+@contextlib.contextmanager
+def flags(precision: str, dev: torch.device):
+    "Strict fp32 (TF32 off) or bf16 for the whole step: `train.precision_flags` when the engine has it, else the same flags."
+    pf = getattr(__import__("disentbook.train", fromlist=["precision_flags"]), "precision_flags", None)
+    if pf is not None:
+        with pf(precision, dev): yield
+        return
+    b = torch.backends
+    old = b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.benchmark
+    try:
+        if dev.type == "cuda": b.cudnn.benchmark = True
+        if precision == "fp32": b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = False
+        yield
+    finally:
+        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.benchmark = old
 
 
 def sync(dev):
-    if dev.type == "cuda": torch.cuda.synchronize()
+    if dev.type == "cuda": torch.cuda.synchronize(dev)
 
 
-def images(n, dev):
-    "A materialised subset of procedural dSprites as uint8 labelled images on `dev` (throughput does not depend on N)."
-    x, _ = DSprites().sample(n, make_generator(0))
-    return LabelledImages(x, torch.zeros(n, dtype=torch.long), ["dsprites"], f"{n} dSprites images").to(dev)
+def harness_sampler(data, dev):
+    "The sampler `repro.harness` trains dSprites papers with (its own helper when it has one)."
+    fn = getattr(H, "_sampler_fn", None)
+    if fn is not None:
+        return fn(H.PAPERS["vae"], data)(dev)
+    return SingleSampler(H.train_data(data), device=dev, materialize=dev.type == "cuda")
 
 
-def bare(data, steps, warm, batch, dev, bf16):
-    "A bare eager loop: index uint8 images on the device, β-VAE loss, Adam (fused on CUDA)."
-    torch.manual_seed(0)
-    model = VAE().to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, **(dict(fused=True) if dev.type == "cuda" else {}))
-    g, imgs = make_generator(0, dev), data.images
-    def step():
-        x = to_float_images(imgs[torch.randint(len(imgs), (batch,), generator=g, device=dev)])
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16 and dev.type == "cuda"):
-            out = model(x)
-            loss = model.nll(out["x_out"].float(), x).mean() + 4.0 * gaussian_kl(out["mu"].float(), out["logvar"].float()).sum(1).mean()
-        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
-    for _ in range(warm): step()
-    sync(dev); t = time.perf_counter()
-    for _ in range(steps): step()
-    sync(dev); return steps * batch / (time.perf_counter() - t)
+def model_config(data) -> dict:
+    "The model the harness builds for the vae / dipvae / tcwae papers on dSprites."
+    with torch.random.fork_rng(devices=[]):
+        return H.default_model(dict(objective="beta_vae", params={}), data, dict(model=dict(latent_dim=10))).config
 
 
-def timed_fit(obj, steps, warm, dev):
-    "Images/s of `obj.fit(steps)` after `obj.fit(warm)` (warm-up, capture)."
-    obj.fit(warm); sync(dev); t = time.perf_counter()
-    obj.fit(steps); sync(dev); return time.perf_counter() - t
+def stats(xs: list[float]) -> dict:
+    return dict(images_per_s=statistics.median(xs), min=min(xs), max=max(xs), repeats=[round(x, 1) for x in xs])
 
 
-def members(k):
-    return [dict(objective="beta_vae", params=dict(beta=float(1 + i % 16)), seed=i) for i in range(k)]
+class Bench:
+    def __init__(self, a, dev):
+        self.a, self.dev = a, dev
+        self.data = DSprites()
+        self.sampler = harness_sampler(self.data, dev)
+        self.mc = model_config(self.data)
+        self.tmp = Path(tempfile.mkdtemp(prefix="bench_gpu_"))
+        self.save_s: dict = {}
+
+    def config(self, precision: str) -> TrainConfig:
+        a = self.a
+        return TrainConfig(steps=10**9, batch_size=a.batch, lr=5e-4, log_every=a.window, ckpt_every=0, device=str(self.dev),
+                           amp=precision == "bf16" and self.dev.type == "cuda", progress=False)
+
+    def trainers(self, method: str, k: int, precision: str, out: bool = False) -> list:
+        return [engine.build_run(dict(objective=method, params=METHODS[method], seed=i,
+                                      out_dir=(self.tmp / f"{method}-{i}") if out else None),
+                                 self.mc, self.sampler, self.config(precision), data=self.data, device=self.dev, resume=False)
+                for i in range(k)]
+
+    def ckpt_seconds(self, method: str, precision: str) -> float:
+        "Seconds of one single-model checkpoint (weights, optimizers, history; fsync; atomic replace), median of 3."
+        key = (method, precision)
+        if key not in self.save_s:
+            t = self.trainers(method, 1, precision, out=True)[0]
+            with flags(precision, self.dev): t.fit(2)
+            xs = []
+            for _ in range(3):
+                sync(self.dev); t0 = time.perf_counter(); t.save(); sync(self.dev); xs.append(time.perf_counter() - t0)
+            self.save_s[key] = statistics.median(xs)
+        return self.save_s[key]
+
+    def timed(self, obj, k: int, precision: str, method: str) -> dict:
+        "Warm-up (and capture), then `repeats` windows of `window` steps; images/s with the checkpoint share added."
+        a = self.a
+        with flags(precision, self.dev):
+            obj.fit(a.warm); sync(self.dev)
+            xs, raw = [], []
+            ckpt = self.ckpt_seconds(method, precision) * k * a.window / a.ckpt_every
+            for _ in range(a.repeats):
+                t0 = time.perf_counter(); obj.fit(a.window); sync(self.dev); dt = time.perf_counter() - t0
+                raw.append(a.window * a.batch * k / dt); xs.append(a.window * a.batch * k / (dt + ckpt))
+        return stats(xs) | dict(without_checkpoints=statistics.median(raw))
+
+    def bare(self, precision: str) -> dict:
+        "A bare eager loop: the harness's sampler, the same model, beta-VAE loss, Adam (fused on CUDA)."
+        a, dev = self.a, self.dev
+        torch.manual_seed(0)
+        from disentbook.nets import build_model
+        model = build_model(self.mc).to(dev)
+        opt = torch.optim.Adam(model.parameters(), lr=5e-4, **(dict(fused=True) if dev.type == "cuda" else {}))
+        g = make_generator(0, dev)
+        def step():
+            x = self.sampler.sample(a.batch, g)["x"]
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == "bf16" and dev.type == "cuda"):
+                out = model(x)
+                loss = model.nll(out["x_out"].float(), x).mean() + 4.0 * gaussian_kl(out["mu"].float(), out["logvar"].float()).sum(1).mean()
+            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        xs = []
+        with flags(precision, dev):
+            for _ in range(a.warm): step()
+            for _ in range(a.repeats):
+                sync(dev); t0 = time.perf_counter()
+                for _ in range(a.window): step()
+                sync(dev); xs.append(a.window * a.batch / (time.perf_counter() - t0))
+        return stats(xs)
+
+    def row(self, method: str, mode: str, k: int, precision: str, make) -> dict:
+        fam = P.family(self.mc, method, METHODS[method])
+        r = dict(family=fam, method=method, mode=mode, group_size=k, precision=precision)
+        if self.dev.type == "cuda": torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats(self.dev); m0 = torch.cuda.memory_allocated(self.dev)
+        try:
+            obj = make()
+            r |= self.timed(obj, k, precision, method)
+            r["engine_mode"] = getattr(obj, "mode", "trainer")
+            if getattr(obj, "reason", None): r["why"] = str(obj.reason)
+            if self.dev.type == "cuda": r["memory_per_member_mib"] = round((torch.cuda.max_memory_allocated(self.dev) - m0) / k / 2**20, 1)
+            del obj
+        except Exception as e:                               # one failed configuration is reported, the others still run
+            r |= dict(images_per_s=None, error=f"{type(e).__name__}: {e}".splitlines()[0][:300])
+        print(f"  {method:<10} {mode:<18} K={k:<4} {precision:<5} "
+              + (f"{r['images_per_s']:>12,.0f} images/s (min {r['min']:,.0f}, max {r['max']:,.0f})" if r["images_per_s"]
+                 else f"FAILED {r['error']}"), flush=True)
+        return r
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=100); ap.add_argument("--warm", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=64); ap.add_argument("--ks", type=int, nargs="+", default=[8, 32, 64])
-    ap.add_argument("--device", default=None); ap.add_argument("--precision", default="bf16", choices=["fp32", "tf32", "bf16"])
-    a = ap.parse_args()
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", help="cuda (default when present) or cpu")
+    ap.add_argument("--tiny", action="store_true", help="a tiny setting (batch 8, 2-step windows, K = 2): exercises every path")
+    ap.add_argument("--window", type=int, default=250, help="steps per timed window (= log_every: one log read each)")
+    ap.add_argument("--warm", type=int, default=5, help="warm-up steps before timing (capture happens here)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed windows per configuration (median, min, max)")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--ks", type=int, nargs="+", default=[8, 32, 64], help="ensemble sizes")
+    ap.add_argument("--ckpt-every", type=int, default=2000, help="the harness's checkpoint cadence, in steps")
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    ap.add_argument("--out", help="where the table goes (default: benchmarks/throughput.json on CUDA, "
+                                  "results/bench_gpu/throughput-<device>.json otherwise)")
+    a = ap.parse_args(argv)
     dev = default_device(a.device)
-    tiny = dev.type != "cuda"
-    if tiny:
-        a.steps, a.warm, a.batch, a.ks = 3, 1, 8, [2, 4]
-        print(f"NO GPU ({dev}): a tiny CPU version (batch {a.batch}, {a.steps} steps, K = {a.ks}) only exercises the script; "
-              "its numbers say nothing about a GPU.")
-    else: print(f"device: {torch.cuda.get_device_name(dev)}, torch {torch.__version__}")
-    data = images(2_000 if tiny else 20_000, dev)
-    sampler = SingleSampler(data, device=dev)
-    cfg = lambda **kw: TrainConfig(**(dict(steps=10**9, batch_size=a.batch, lr=1e-4, log_every=50, device=str(dev),
-                                            progress=False) | kw))
-    rows = {}
-    rows["bare eager fp32"] = bare(data, a.steps, a.warm, a.batch, dev, bf16=False)
-    rows["bare eager bf16"] = bare(data, a.steps, a.warm, a.batch, dev, bf16=True)
-    t = engine.build_run(members(1)[0], MODEL, sampler, cfg(amp=True), data=data)
-    rows["disentbook Trainer (eager, amp)"] = a.steps * a.batch / timed_fit(t, a.steps, a.warm, dev)
-    for prec in ("fp32", "bf16"):
-        t = engine.build_run(members(1)[0], MODEL, sampler, cfg(amp=prec == "bf16"), data=data)
-        cs = engine.CapturedStep(t, capture=not tiny, precision=prec)
-        rows[f"disentbook captured {prec} ({cs.mode})"] = a.steps * a.batch / timed_fit(cs, a.steps, a.warm, dev)
-    ens_rows, mem = {}, {}
-    for k in a.ks:
-        if dev.type == "cuda": torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats(dev); m0 = torch.cuda.memory_allocated(dev)
-        ts = [engine.build_run(m, MODEL, sampler, cfg(amp=a.precision == "bf16"), data=data) for m in members(k)]
-        ens = engine.Ensemble(ts, capture=None if tiny else True, precision=a.precision)
-        ens_rows[k] = a.steps * a.batch * k / timed_fit(ens, a.steps, a.warm, dev)
-        rows[f"ensemble K={k} {a.precision} ({ens.mode}), aggregate"] = ens_rows[k]
-        if dev.type == "cuda": mem[k] = (torch.cuda.max_memory_allocated(dev) - m0) / k / 2**20
-        del ens, ts
-    base = rows["bare eager fp32"]
-    print(f"\n{'loop':<52} {'img/s':>12} {'x bare fp32':>12}")
-    for name, v in rows.items(): print(f"{name:<52} {v:>12,.0f} {v / base:>12.2f}")
-    cap = max(v for n, v in rows.items() if n.startswith("disentbook captured"))
-    tr = rows["disentbook Trainer (eager, amp)"]
-    print(f"\ncaptured / bare eager fp32: {cap / base:.2f} (target >= 3); captured / Trainer: {cap / tr:.2f}")
-    best = max(ens_rows.values())
-    print(f"best ensemble aggregate: {best:,.0f} img/s (target >= 150,000 on one H100); / Trainer: {best / tr:.1f}")
-    for k, m in mem.items(): print(f"GPU memory per member at K={k}: {m:.0f} MiB (peak during training / K)")
-    ks = sorted(ens_rows)
-    stop = next((k for prev, k in zip(ks, ks[1:]) if ens_rows[k] < 1.1 * ens_rows[prev]), None)
-    print(f"throughput stops growing at K = {stop}" if stop else f"throughput still grows at K = {ks[-1]} (try larger K)")
-    if tiny: print("(tiny CPU run: none of these numbers is a GPU measurement)")
+    if a.device is None and dev.type != "cuda" and not a.tiny:
+        ap.exit(2, "bench_gpu.py: error: no CUDA device here; run it on a GPU, or pass --device cpu --tiny to exercise it\n")
+    if a.tiny: a.window, a.warm, a.repeats, a.batch, a.ks = 2, 1, 2, 8, [2]
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
+    print(f"device: {name}; torch {torch.__version__}; batch {a.batch}; windows of {a.window} steps x {a.repeats}; "
+          f"checkpoint every {a.ckpt_every} steps" + ("; TINY: these numbers say nothing about a GPU" if a.tiny or dev.type != "cuda" else ""),
+          flush=True)
+    t_start = time.perf_counter()
+    b = Bench(a, dev)
+    cap = dev.type == "cuda"
+    rows, reference = [], []
+    for prec in a.precisions:
+        reference.append(dict(family=P.family(b.mc, "beta_vae", METHODS["beta_vae"]), method="beta_vae", mode="bare eager loop",
+                              group_size=1, precision=prec) | b.bare(prec))
+        print(f"  beta_vae   bare eager loop    K=1    {prec:<5} {reference[-1]['images_per_s']:>12,.0f} images/s", flush=True)
+        for m in a.methods:
+            rows.append(b.row(m, "eager", 1, prec, lambda: b.trainers(m, 1, prec)[0]))
+            rows.append(b.row(m, "captured_single", 1, prec,
+                              lambda: engine.CapturedStep(b.trainers(m, 1, prec)[0], capture=cap, precision=prec)))
+            for k in a.ks:
+                rows.append(b.row(m, "captured_ensemble", k, prec,
+                                  lambda: engine.Ensemble(b.trainers(m, k, prec), capture=cap, precision=prec)))
+    ok = [r for r in rows if r.get("images_per_s")]
+    print("\nratios (each precision against itself; captured / bare eager loop; target >= 3 for fp32 on an H100):")
+    for prec in a.precisions:
+        base = next(r["images_per_s"] for r in reference if r["precision"] == prec)
+        for r in ok:
+            if r["precision"] == prec:
+                print(f"  {r['method']:<10} {r['mode']:<18} K={r['group_size']:<4} {prec:<5} {r['images_per_s'] / base:6.2f}x")
+        for m in a.methods:
+            ens = sorted((r["group_size"], r["images_per_s"]) for r in ok if r["method"] == m and r["precision"] == prec
+                         and r["mode"] == "captured_ensemble")
+            stop = next((k for (k0, v0), (k, v) in zip(ens, ens[1:]) if v < 1.1 * v0), None)
+            if ens: print(f"  {m} {prec}: best ensemble {max(v for _, v in ens):,.0f} images/s (target >= 300,000); "
+                          + (f"throughput stops growing at K = {stop}" if stop else f"still grows at K = {ens[-1][0]}"))
+    table = dict(format=1, device=name, measured=True, tiny=bool(a.tiny or dev.type != "cuda"),
+                 source=f"measured by benchmarks/bench_gpu.py on {name}",
+                 date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), torch=torch.__version__,
+                 command="python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                 batch_size=a.batch, window_steps=a.window, repeats=a.repeats, ckpt_every=a.ckpt_every,
+                 reference_family=P.family(b.mc, "beta_vae", METHODS["beta_vae"]),
+                 note="images/s aggregate over the group's members; median of the repeats (min, max beside it); the "
+                      "checkpoint share at ckpt_every is included ('without_checkpoints' leaves it out); precisions are "
+                      "strict fp32 (TF32 off) and bf16 autocast; the plan uses the bf16 rows (the harness's CUDA default)",
+                 seconds=round(time.perf_counter() - t_start, 1), rows=ok, failed=[r for r in rows if not r.get("images_per_s")],
+                 reference=reference)
+    out = Path(a.out) if a.out else TABLE if dev.type == "cuda" and not a.tiny else \
+        ROOT / "results" / "bench_gpu" / f"throughput-{dev.type}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(table, indent=1) + "\n")
+    print(f"\n{len(ok)} rows ({len(rows) - len(ok)} failed) in {table['seconds']:.0f} s -> {out}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

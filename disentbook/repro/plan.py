@@ -11,6 +11,7 @@ import torch
 
 from .. import core
 from ..core import InputError
+from ..nets import build_model
 from ..objectives.base import make_objective
 from . import harness as H
 
@@ -25,12 +26,12 @@ THROUGHPUT_FILE = "benchmarks/throughput.json"
 # The issue's four anchor figures (conv64 β-VAE, 64×64 dSprites, batch 64, one H100): the table used when no
 # `benchmarks/throughput.json` can be found (an installed package without the checkout).
 ANCHORS = dict(format=1, device="one NVIDIA H100 (80 GB)", measured=False, source=ISSUE_ANCHOR, batch_size=64,
-               reference_family="vae64",
-               rows=[dict(family="vae64", method="beta_vae", mode="eager", group_size=1, precision="fp32", images_per_s=12463),
-                     dict(family="vae64", method="beta_vae", mode="captured single", group_size=1, precision="unstated", images_per_s=51449),
-                     dict(family="vae64", method="beta_vae", mode="captured ensemble", group_size=8, precision="unstated", images_per_s=54197),
-                     dict(family="vae64", method="beta_vae", mode="captured ensemble", group_size=32, precision="unstated", images_per_s=125802)])
-MODES = ("eager", "captured single", "captured ensemble")
+               reference_family="conv64_vae",
+               rows=[dict(family="conv64_vae", method="beta_vae", mode="eager", group_size=1, precision="fp32", images_per_s=12463),
+                     dict(family="conv64_vae", method="beta_vae", mode="captured_single", group_size=1, precision="unstated", images_per_s=51449),
+                     dict(family="conv64_vae", method="beta_vae", mode="captured_ensemble", group_size=8, precision="unstated", images_per_s=54197),
+                     dict(family="conv64_vae", method="beta_vae", mode="captured_ensemble", group_size=32, precision="unstated", images_per_s=125802)])
+MODES = ("eager", "captured_single", "captured_ensemble")          # as `repro.harness.group_jobs` names them
 
 def throughput_path() -> Path | None:
     "`$DISENTBOOK_THROUGHPUT`, else the checkout's `benchmarks/throughput.json` (None when neither exists)."
@@ -53,28 +54,29 @@ def load_throughput(path=None) -> dict:
            or not (isinstance(r.get("images_per_s"), (int, float)) and r["images_per_s"] > 0) or not r.get("family"):
             raise InputError(f"throughput table {path}: row {i} needs family, mode (one of {', '.join(MODES)}), "
                              f"group_size >= 1 and images_per_s > 0; found {r}")
-    t.setdefault("reference_family", t["rows"][0]["family"] if t["rows"] else "vae64")
+    t.setdefault("reference_family", t["rows"][0]["family"] if t["rows"] else "conv64_vae")
     t["path"] = str(path)
     return t
 
 # %% ../../nbs/08b_plan.ipynb #7162f540
 def family(model_config: dict, objective: str, params: dict | None = None) -> str:
-    """The throughput family of a run: model kind and image size (`vae64`), plus `+adv` when the objective trains
-    auxiliary nets (a discriminator: FactorVAE, TCWAE-GAN, cVAE, sRb-VAE, ...)."""
-    kind = model_config.get("kind", "vae")
-    size = model_config.get("image_size", "")
-    with torch.random.fork_rng(devices=[]):
-        try: adv = bool(getattr(make_objective(objective, **(params or {})), "aux_optim", None))
-        except Exception: adv = False                    # an objective that needs binding first: no aux nets known
-    return f"{kind}{size}" + ("+adv" if adv else "")
+    """The throughput family of a run, named as `repro.harness.group_jobs` names it: `conv<image size>_<model kind>`
+    (`conv64_vae`), plus `_adv` when the objective trains auxiliary nets (a discriminator: FactorVAE, TCWAE-GAN, cVAE, ...)."""
+    with torch.random.fork_rng(devices=[]):              # bound to the model (aux nets are sized by its latents)
+        try: obj = make_objective(objective, model=build_model(model_config), **(params or {}))
+        except Exception:
+            try: obj = make_objective(objective, **(params or {}))
+            except Exception: obj = None
+    adv = obj is not None and len(getattr(obj, "aux_nets", None) or {}) > 0
+    return f"conv{model_config.get('image_size', '?')}_{model_config.get('kind', 'model')}" + ("_adv" if adv else "")
 
 def _mode(mode: str | None, members: int) -> str:
     "A grouping's mode as one of MODES."
     m = (mode or "").lower()
     if "eager" in m or "trainer" in m or "local" in m: return "eager"
-    if "ensemble" in m: return "captured ensemble"
-    if "single" in m or "captured" in m: return "captured single"
-    return "captured ensemble" if members > 1 else "captured single"
+    if "ensemble" in m: return "captured_ensemble"
+    if "single" in m or "captured" in m: return "captured_single"
+    return "captured_ensemble" if members > 1 else "captured_single"
 
 def _interp(points: list[tuple[int, float]], k: int) -> float:
     "Aggregate images/s at group size `k` from (size, images/s) points: linear in log size between points; held flat beyond."
@@ -96,13 +98,13 @@ def rate(table: dict, fam: str, mode: str, members: int, precision: str = "bf16"
     if any(r.get("precision") == precision for r in rows): rows = [r for r in rows if r.get("precision") in (precision, None)]
     tag = "measured" if table.get("measured") else ISSUE_ANCHOR
     why = src if src == fam else f"{src} (no figure for {fam}: assumed equal)"
-    single = [(1, r["images_per_s"]) for r in rows if r["mode"] == "captured single"]
+    single = [(1, r["images_per_s"]) for r in rows if r["mode"] == "captured_single"]
     if mode == "eager":
         e = [r["images_per_s"] for r in rows if r["mode"] == "eager"]
         if e: return float(min(e)), f"{why}, eager, {tag}"
-        mode = "captured single"
-    if mode == "captured ensemble":
-        pts = single + [(r["group_size"], r["images_per_s"]) for r in rows if r["mode"] == "captured ensemble"]
+        mode = "captured_single"
+    if mode == "captured_ensemble":
+        pts = single + [(r["group_size"], r["images_per_s"]) for r in rows if r["mode"] == "captured_ensemble"]
         if pts:
             sizes = sorted({k for k, _ in pts})
             how = "at K" if members in sizes else f"interpolated between K = {', '.join(map(str, sizes))}" \
@@ -138,12 +140,13 @@ def _fallback_groups(jobs: list[dict]) -> list[dict]:
         data = H.load_data(paper, j["dataset"], cfg, int(j["seed"]), j.get("options", {}))
         with torch.random.fork_rng(devices=[]): mc = (paper.model or H.default_model)(j["spec"], data, cfg).config
         key = json.dumps([j["dataset"], j["spec"]["objective"], mc, cfg.get("train"), cfg.get("data")], sort_keys=True, default=str)
-        g = groups.setdefault(key, dict(jobs=[], model_config=mc, train=cfg.get("train"), family=None, mode=None,
+        g = groups.setdefault(key, dict(jobs=[], model_config=mc, train=cfg.get("train"), mode=None,
+                                        family=family(mc, j["spec"]["objective"], j["spec"]["params"]),
                                         why="grouped here: repro.harness.group_jobs is not available"))
         g["jobs"].append(j)
     out = []
     for g in groups.values():
-        g["members"] = len(g["jobs"]); g["mode"] = "captured ensemble" if g["members"] > 1 else "captured single"
+        g["members"] = len(g["jobs"]); g["mode"] = "captured_ensemble" if g["members"] > 1 else "captured_single"
         out.append(g)
     return out
 
@@ -170,9 +173,11 @@ def budget_minutes(name: str, scale: str) -> float | None:
     if scale != "gpu": return None
     return GPU_SHARES.get(name, OTHER_GPU_BUDGETS.get(name, STAGE_MINUTES))
 
-def _groups(jobs: list[dict]) -> list[dict]:
+def _groups(jobs: list[dict], device: str) -> list[dict]:
+    "`repro.harness.group_jobs(jobs, device=device)` (the engine's grouping, its mode and why), jobs resolved."
     group_jobs = getattr(H, "group_jobs", None)
-    return group_jobs(jobs) if group_jobs is not None else _fallback_groups(jobs)
+    groups = group_jobs(jobs, device=device) if group_jobs is not None else _fallback_groups(jobs)
+    return [dict(g, jobs=[jobs[i] if isinstance(i, int) else i for i in g["jobs"]]) for g in groups]
 
 def plan(name: str, scale: str = "gpu", seed: int = 0, throughput=None, device: str = "cuda", **options) -> dict:
     """Every group `reproduce(name, scale)` would train (members, steps, images, mode, why) and the estimated device
@@ -181,13 +186,12 @@ def plan(name: str, scale: str = "gpu", seed: int = 0, throughput=None, device: 
     table = throughput if isinstance(throughput, dict) else load_throughput(throughput)
     paper, jobs, skipped = paper_jobs(name, scale, seed, device, options)
     groups = []
-    for g in _groups(jobs):
+    for g in _groups(jobs, device):
         js = g["jobs"]
         members = g["members"] if isinstance(g.get("members"), int) else len(g.get("members") or js)
         steps, batch = _steps(g), int((g.get("train") or {})["batch_size"])
         objectives = sorted({j["spec"]["objective"] for j in js})
-        fam = g.get("family") if isinstance(g.get("family"), str) and any(r["family"] == g["family"] for r in table["rows"]) \
-            else family(g["model_config"], js[0]["spec"]["objective"], js[0]["spec"]["params"])
+        fam = g.get("family") or family(g["model_config"], js[0]["spec"]["objective"], js[0]["spec"]["params"])
         mode = _mode(g.get("mode"), members)
         r, src = rate(table, fam, mode, members)
         images = members * steps * batch
