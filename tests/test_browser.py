@@ -10,7 +10,7 @@ The JupyterLab tests (issue 16.6) start `jupyter lab --no-browser` on a free loc
 copy of the real student notebook `nbs/exercises/00_explore_a_latent_space.ipynb` (pretrained models), Run All, move
 a slider and compare the decoded image's pixels; and open a student edition of `01_vae_exercises`, answer exercise 1
 wrong then right, and read the feedback (needs `jupyterlab` too)."""
-import importlib.util, os, shutil, socket, subprocess, sys, time
+import importlib.util, os, re, shutil, socket, subprocess, sys, time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -363,3 +363,157 @@ def test_jupyterlab_student_edition_feedback(lab, page, tmp_path):
     # only one feedback area in that cell's output: the new verdict replaced the old one
     out = page.locator(".jp-CodeCell", has=page.locator(".disentbook-check-result")).first
     assert out.locator(".disentbook-feedback").count() == 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The static site (issue 26): what a reader without a kernel sees, opened from file:// with the network closed.
+
+SITE_NOTEBOOKS = ["30_dipvae.ipynb", "exercises/00_explore_a_latent_space.ipynb"]   # a derivation, the explorer page
+MATHS_SAMPLE = r"""# Maths sample
+
+Inline $\mathbb{E}_{q_\phi(z\mid x)}[\log p_\theta(x\mid z)]$ and $\operatorname{Cov}(z) = \Sigma$, a display:
+
+$$\mathrm{KL}\big(q_\phi(z)\,\|\,p(z)\big) = \sum_i \tfrac12\big(\sigma_i^2 + \mu_i^2 - 1 - \log \sigma_i^2\big)$$
+
+and an aligned environment:
+
+$$\begin{aligned} \mathcal L(\theta, \phi) &= \mathbb{E}[\log p_\theta(x\mid z)] - \beta\,\mathrm{KL} \\
+&\le \log p_\theta(x) \end{aligned}$$
+
+$$\begin{pmatrix} 1 & \rho \\ \rho & 1 \end{pmatrix}$$
+"""
+
+
+def _site_missing() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} not found (install Debian's chromium and chromium-driver, as .ci/run does)"
+    for mod in ("playwright", "nbclient", "nbconvert", "jupyter_server_mathjax"):
+        if importlib.util.find_spec(mod) is None:
+            return f"Python package {mod!r} not installed (python -m pip install -e '.[dev]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory):
+    "The two pages built at reader settings (executed; pretrained models), and a maths sample page (not executed)."
+    reason = _site_missing()
+    if reason: pytest.skip(reason)
+    import nbformat
+    spec = importlib.util.spec_from_file_location("build_site", NBS.parent / "tools" / "build_site.py")
+    site = importlib.util.module_from_spec(spec); spec.loader.exec_module(site)
+    tmp = tmp_path_factory.mktemp("site")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DISENTBOOK_OFFLINE", "1"); mp.setenv("DISENTBOOK_DATA", str(tmp / "data"))
+        mp.setenv("OMP_NUM_THREADS", "1"); mp.delenv("IN_TEST", raising=False)
+        t0 = time.monotonic()
+        pages = site.build([NBS / n for n in SITE_NOTEBOOKS], tmp / "site")
+        t_build = time.monotonic() - t0
+    sample = tmp / "maths_sample.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(MATHS_SAMPLE)]), str(sample))
+    site.build([sample], tmp / "maths", execute=False)
+    print(f"site of {len(pages)} pages built in {t_build:.1f} s at reader settings")
+    return dict(out=tmp / "site", pages=pages, maths=tmp / "maths" / "maths_sample.html", seconds=t_build)
+
+
+@pytest.fixture
+def offline_page(tmp_path):
+    "Headless Chromium whose every request is recorded; any request that would leave the machine is aborted."
+    reason = _site_missing()
+    if reason: pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+    requests, remote = [], []
+    def route(r):
+        url = r.request.url
+        if url.startswith(("file:", "data:", "about:", "blob:")): r.continue_()
+        else: remote.append(url); r.abort()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        ctx = browser.new_context(viewport=dict(width=1280, height=900))
+        try:
+            ctx.route("**/*", route)
+            pg = ctx.new_page()
+            pg.on("request", lambda r: requests.append(r.url))
+            pg.set_default_timeout(UI_TIMEOUT_S * 1000)
+            yield pg, requests, remote
+        finally:
+            ctx.close(); browser.close()
+
+
+RAW_TEX_JS = """() => [...document.querySelectorAll('.jp-RenderedMarkdown, .jp-RenderedHTMLCommon')]
+                      .map(e => e.innerText).join('\\n')"""
+IMAGES_JS = """() => [...document.querySelectorAll('main img')].map(i => ({src: i.getAttribute('src').slice(0, 30),
+                                                                       ok: i.complete && i.naturalWidth > 0}))"""
+
+
+def _read(page, url: str, shot: Path | None = None, focus: str | None = None) -> dict:
+    "Open `url`, wait for MathJax, return what a reader sees: visible text, maths, images (screenshot at `focus`)."
+    t0 = time.monotonic()
+    page.goto(url, wait_until="load")
+    page.wait_for_selector("html[data-mathjax=done]", state="attached", timeout=60_000)
+    seen = dict(seconds=time.monotonic() - t0, text=page.evaluate(RAW_TEX_JS), images=page.evaluate(IMAGES_JS),
+                tex=page.evaluate("() => [...document.querySelectorAll('script[type^=\"math/tex\"]')].map(s => s.text)"),
+                rendered=page.locator(".MathJax, .MathJax_Display").count(),
+                errors=page.locator(".MathJax_Error, .MathJax .merror, .MathJax .noError").count(),
+                prev=page.locator("a.site-prev").count(), next=page.locator("a.site-next").count(),
+                sidebar=page.locator("#site-sidebar a").count())
+    if focus is not None and page.locator(focus).count():
+        page.locator(focus).first.evaluate("e => e.scrollIntoView({block: 'start'})")
+        page.evaluate("() => window.scrollBy(0, -60)")
+    if shot is not None: page.screenshot(path=str(shot), full_page=False)
+    return seen
+
+
+def _assert_typeset(seen: dict, where: str):
+    raw = re.findall(r"\$\$.+?\$\$|\$[^$\n]+\$", seen["text"], re.S)
+    assert not raw, f"{where}: raw LaTeX left in the visible text: {raw[:3]}"
+    assert seen["tex"] and seen["rendered"] >= len(seen["tex"]), (where, len(seen["tex"]), seen["rendered"])
+    assert seen["errors"] == 0, f"{where}: {seen['errors']} MathJax errors"
+
+
+def test_site_pages_render_offline(built_site, offline_page, tmp_path):
+    "A derivation page and the explorer page: typeset maths, every figure loaded, navigation, nothing fetched remotely."
+    page, requests, remote = offline_page
+    out = built_site["out"]
+    shots = {}
+    for p in built_site["pages"]:
+        shot = tmp_path / (Path(p["page"]).stem + ".png")
+        focus = "main img" if "explore" in p["page"] else ".MathJax_Display"   # the first explorer, the first display
+        seen = _read(page, (out / p["page"]).as_uri(), shot, focus)
+        shots[p["page"]] = shot
+        _assert_typeset(seen, p["page"])
+        bad = [i for i in seen["images"] if not i["ok"]]
+        assert seen["images"] and not bad, f"{p['page']}: images that did not load: {bad}"
+        assert len(seen["images"]) == p["figures"], (p["page"], len(seen["images"]), p["figures"])
+        assert seen["sidebar"] >= len(built_site["pages"]) + 1 and seen["prev"] + seen["next"] >= 2
+        print(f"{p['page']}: {len(seen['tex'])} equations typeset, {len(seen['images'])} figures, "
+              f"loaded and typeset in {seen['seconds']:.1f} s; screenshot {shot}")
+    dip = _read(page, (out / "30_dipvae.html").as_uri())
+    assert any(r"\mathbb" in t for t in dip["tex"]) and any(r"\operatorname" in t for t in dip["tex"])
+    assert len(dip["tex"]) >= 50, "the derivation's equations are there"
+    # the explorer page: the widgets' static faces (one picture per explorer and the traversal viewer)
+    explorer = next(p for p in built_site["pages"] if "explore" in p["page"])
+    assert explorer["figures"] >= 6
+    # the contents page and a page reached by its next link
+    page.goto((out / "index.html").as_uri())
+    page.locator("#site-main a", has_text="Explore a latent space").first.click()
+    page.wait_for_selector("html[data-mathjax=done]", state="attached")
+    page.locator("a.site-next").first.click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith("/30_dipvae.html")
+    assert not remote, f"requests that would have left the machine: {remote[:5]}"
+    assert all(u.startswith(("file:", "data:", "about:", "blob:")) for u in requests)
+    print(f"{len(requests)} requests, all local; build {built_site['seconds']:.1f} s; screenshots {sorted(map(str, shots.values()))}")
+    for d in filter(None, [os.environ.get("DISENTBOOK_SCREENSHOTS")]):
+        Path(d).mkdir(parents=True, exist_ok=True)
+        for s in shots.values(): shutil.copy(s, Path(d) / s.name)
+
+
+def test_site_maths_sample(built_site, offline_page, tmp_path):
+    r"Inline and display maths, \mathbb, \operatorname, aligned and pmatrix environments typeset without error."
+    page, _, remote = offline_page
+    shot = tmp_path / "maths_sample.png"
+    seen = _read(page, built_site["maths"].as_uri(), shot)
+    _assert_typeset(seen, "maths sample")
+    assert len(seen["tex"]) == 5 and page.locator(".MathJax_Display").count() == 3
+    assert not remote
+    print(f"maths sample typeset in {seen['seconds']:.1f} s; screenshot {shot}")
