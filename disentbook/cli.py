@@ -11,11 +11,12 @@ from typing import Callable
 from .core import REPRODUCTIONS, SCALES, DisentbookError, InputError, make_generator
 
 # %% auto #0
-__all__ = ['LOCK_NAME', 'RUN_FILES', 'PROCEDURAL', 'TRAINING_SETS', 'DEFAULT_BATCH_SIZE', 'DEFAULT_LR', 'load_plugins',
-           'parse_params', 'int_at_least', 'positive_float', 'resolve_device', 'run_lock', 'run_contents',
-           'refuse_existing', 'clear_run', 'cmd_reproduce', 'cmd_methods', 'cmd_data', 'TrainingSet',
-           'check_method_dataset', 'build_dataset', 'image_shape', 'make_sampler', 'build_model_for', 'run_metrics',
-           'metrics_table', 'train_job', 'cmd_train', 'cmd_evaluate', 'cmd_student_edition', 'build_parser', 'main']
+__all__ = ['LOCK_NAME', 'RUN_FILES', 'PROCEDURAL', 'TRAINING_SETS', 'GROUND_TRUTH_METRICS', 'DEFAULT_BATCH_SIZE', 'DEFAULT_LR',
+           'load_plugins', 'parse_params', 'int_at_least', 'positive_float', 'resolve_device', 'run_lock',
+           'run_contents', 'refuse_existing', 'clear_run', 'cmd_reproduce', 'cmd_methods', 'cmd_pretrained', 'cmd_data',
+           'TrainingSet', 'check_method_dataset', 'build_dataset', 'image_shape', 'make_sampler', 'build_model_for',
+           'run_metrics', 'metrics_table', 'train_job', 'cmd_train', 'cmd_evaluate', 'cmd_student_edition',
+           'build_parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #e9e66555
 def load_plugins():
@@ -136,6 +137,7 @@ def cmd_reproduce(args):
         from disentbook.repro.plan import check_budget, plan, plan_text
         p = plan(args.name, args.scale, seed=args.seed, **extra); print(plan_text(p)); check_budget(p); return 0
     resolve_device(args.device)                                    # before any data work
+    if getattr(args, "threads", None) is not None: torch.set_num_threads(int(args.threads))
     takes_overwrite = "overwrite" in inspect.signature(fn).parameters
     with run_lock(out):
         if args.overwrite and not takes_overwrite: _clear_reproduction(out)
@@ -184,6 +186,28 @@ def _procedural_ok(name: str) -> bool:
         return tuple(x.shape) == (2, 1, 64, 64)
     return False
 
+def cmd_pretrained(args):
+    "`disentbook pretrained`: the shipped models with their cards (NAME: one card in full, as JSON)."
+    from disentbook.classroom.pretrained import available_pretrained, pretrained_card
+    names = available_pretrained()
+    if args.name:
+        if args.name not in names:
+            raise InputError(f"no pretrained model {args.name!r}; shipped: {', '.join(names) or 'none'}")
+        print(json.dumps(pretrained_card(args.name), indent=1)); return 0
+    print(f"{len(names)} pretrained models (load one with `disentbook.pretrained(NAME)`; `disentbook pretrained NAME` "
+          "prints its whole card)\n")
+    for n in names:
+        c = pretrained_card(n)
+        t, params, mc = c.get("train", {}), ", ".join(f"{k}={v}" for k, v in c.get("params", {}).items()), c.get("model", {})
+        lat = mc.get("latent_dim") or " + ".join(f"{mc[k]} {k[0]}" for k in ("z_dim", "s_dim", "e_dim") if k in mc) or "?"
+        print(f"{n}: {c.get('method')}" + (f" ({params})" if params else "") + f" on {c.get('dataset')}, {lat} latents; "
+              f"{t.get('steps')} steps of batch {t.get('batch_size')}, {t.get('seconds')} s on {t.get('device', '?')}")
+        if c.get("command"): print(f"    trained by: {c['command']}")
+        ms = {k: v for k, v in c.get("metrics", {}).items() if isinstance(v, (int, float))}
+        if ms: print("    metrics:    " + ", ".join(f"{k} {v:.3f}" for k, v in ms.items()))
+        if c.get("note"): print(f"    note:       {c['note']}")
+    return 0
+
 def cmd_data(args):
     from disentbook.data import registry
     if args.action == "list":
@@ -206,6 +230,7 @@ def cmd_data(args):
     return 0
 
 # %% ../nbs/90_cli.ipynb #60f0c04a
+import numpy as np
 import torch
 from .core import Registry, seed_everything
 from .data.base import GroundTruthData, LabelledImages
@@ -214,7 +239,7 @@ from .data.digits import load_digits
 from .data.grassy import ContrastiveData, make_grassy_mnist
 from .data.samplers import SingleSampler, TargetBackgroundSampler
 from .nets import VAE
-from .objectives.base import OBJECTIVES, SAMPLERS, check_params, make_objective
+from .objectives.base import OBJECTIVES, SAMPLERS, check_params, default_dataset, make_objective
 from .objectives.contrastive import ContrastiveVAE
 from .objectives.refvae import RefVAE
 from .data.digit_style import DigitStyle, ReferenceSampler, make_digit_style
@@ -241,7 +266,8 @@ TRAINING_SETS.update(
                             "MNIST digit style (reference-based VAEs): edge-detected references vs digits of random stroke "
                             "width, colour and scale; metrics: linear probes of the style (MAE) from the codes"),
     colored_mnist=TrainingSet(ColoredMNIST, "pair", "Colored-MNIST on real digits, pairs of one class changing k known "
-                              "nuisances (weak supervision); metrics MIG, DCI, FactorVAE score"),
+                              "nuisances (weak supervision); metrics: average and worst-group accuracy of a linear class "
+                              "probe on the code, tested on the test split (new digits, colours and backgrounds)"),
     rotated_colored_mnist=TrainingSet(functools.partial(ColoredMNIST, rotation=True), "pair",
                                       "Rotation-Colored-MNIST; pairs and metrics as colored_mnist"))
 
@@ -295,15 +321,31 @@ def _codes(model, x, batch_size: int = 256):
     dev = model.device
     return torch.cat([model.encode(x[i:i + batch_size].to(dev))[0].float().cpu() for i in range(0, len(x), batch_size)]).numpy()
 
+GROUND_TRUTH_METRICS = ("mig", "dci", "factor_vae")    # what `train` / `evaluate` report on a ground-truth set (dSprites)
+
 def run_metrics(model, data, num_points: int = 2000, seed: int = 0) -> list[dict]:
     """The paper metrics for `data`, through `eval`, with small sample counts: MIG, DCI and the FactorVAE score on ground
     truth (dSprites); a linear probe and the reconstruction error on labelled digits; clustering accuracy and silhouette
-    of z and s (k-means on the codes, no t-SNE) on a target/background pair. Rows: metric, quantity, split, value, n."""
+    of z and s (k-means on the codes, no t-SNE) on a target/background pair; the mean absolute error of linear probes of
+    the style on digit style; the average and worst-group accuracy of a linear class probe on Colored-MNIST (trained on
+    the training set, tested on the test split). Rows: metric, quantity, split, value, n."""
     from disentbook.eval import protocols, scores
     model.eval(); g = make_generator(seed)
+    if isinstance(data, ColoredMNIST):      # the invariance paper's Table 1 protocol, on the whole code
+        from sklearn.linear_model import LogisticRegression
+        from disentbook.data.colored_mnist import class_labels, group_ids
+        test = ColoredMNIST(split="test", rotation=data.rotation, angles=None)
+        x, f = data.sample(max(20, int(num_points)), g)
+        xt, ft = test.sample(max(10, int(num_points) // 2), make_generator(seed + 1))
+        z, zt = _codes(model, x), _codes(model, xt)
+        m, sd = z.mean(0), z.std(0) + 1e-8
+        clf = LogisticRegression(max_iter=2000).fit((z - m) / sd, class_labels(data, f).numpy())
+        r = protocols.group_accuracy(class_labels(test, ft).numpy(), clf.predict((zt - m) / sd), group_ids(test, ft).numpy())
+        return [dict(metric="class_probe", quantity=q, split="test", value=float(r[k]), n=len(xt))
+                for q, k in (("average_accuracy", "average"), ("worst_group_accuracy", "worst"))]
     if isinstance(data, GroundTruthData):
         n = int(num_points)
-        df = scores.evaluate(model, data, metrics=("mig", "dci", "factor_vae"), seed=seed, num_points=n, num_test=max(2, n // 2),
+        df = scores.evaluate(model, data, metrics=GROUND_TRUTH_METRICS, seed=seed, num_points=n, num_test=max(2, n // 2),
                              score_kwargs=dict(batch_size=32, num_train=max(20, n // 10), num_eval=max(10, n // 20),
                                                num_variance_estimate=n))
         return [dict(metric=r.metric, quantity=r.quantity, split=r.split, value=float(r.value), n=int(r.n))
@@ -322,7 +364,7 @@ def run_metrics(model, data, num_points: int = 2000, seed: int = 0) -> list[dict
         itr, ite = (torch.randperm(len(d), generator=g)[:max(2, num_points // 2)] for d in (tr, te))
         r = protocols.ridge_probe_regression(_codes(model, tr.images[itr]), tr.style[itr].numpy(),
                                              _codes(model, te.images[ite]), te.style[ite].numpy())
-        return [dict(metric="style_probe", quantity=q, split="test", value=float(r[k]), n=len(ite))
+        return [dict(metric="style_probe", quantity=q, split="test", value=float(np.mean(r[k])), n=len(ite))
                 for q, k in (("mae", "mean_mae"), ("mean_predictor_mae", "mean_predictor_mae"))]
     if isinstance(data, ContrastiveData):
         t = data.target
@@ -370,15 +412,19 @@ def _resume_check(out: Path, method: str, dataset: str, steps: int, batch_size, 
                          "total: pass a larger value to continue")
     return saved["batch_size"], saved["lr"]
 
-def train_job(method: str = "beta_vae", dataset: str = "dsprites", params: dict | None = None, steps: int = 1000,
-              batch_size: int | None = None, lr: float | None = None, latent_dim: int = 10, likelihood: str = "bernoulli",
+def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict | None = None, steps: int = 1000,
+              batch_size: int | None = None, lr: float | None = None, latent_dim: int | None = None, likelihood: str = "bernoulli",
               out_dir="results/train", device=None, seed: int = 0, resume: bool = False, overwrite: bool = False,
               z_dim: int = 16, s_dim: int = 8, hidden: int = 256, data_params: dict | None = None, evaluate: bool = True,
               eval_points: int = 2000, threads: int | None = None) -> dict:
     """Train objective `method` on `dataset` with the model it declares; write `out_dir/checkpoint/`, history, figures,
-    `run.json` and `metrics.json` (the paper metrics for the dataset). Every input is checked before any data work."""
+    `run.json` and `metrics.json` (the paper metrics for the dataset). Every input is checked before any data work.
+    `dataset=None`: the method's own (`objectives.base.default_dataset`); `latent_dim=None`: its `default_latent_dim`."""
+    cls = OBJECTIVES[method]
+    if dataset is None: dataset = default_dataset(method)
+    if latent_dim is None: latent_dim = cls.default_latent_dim
     check_method_dataset(method, dataset)
-    cls, params = OBJECTIVES[method], dict(params or {})
+    params = dict(params or {})
     check_params(method, params)
     dev = resolve_device(device)
     if threads is not None: torch.set_num_threads(int(threads))
@@ -394,7 +440,10 @@ def train_job(method: str = "beta_vae", dataset: str = "dsprites", params: dict 
         data = build_dataset(dataset, data_params)
         model = build_model_for(cls.model_kind, image_shape(data), latent_dim, z_dim, s_dim, likelihood, hidden).to(dev)
         objective = make_objective(method, data=data, model=model, **params)
-        sampler = make_sampler(data, TRAINING_SETS[dataset].sampler, dev, materialize=dev.type != "cpu" or dataset != "dsprites")
+        # on a CPU, ground-truth sets (dSprites, Colored-MNIST) render each batch on demand: materialising Colored-MNIST's
+        # 153,000 images would cost seconds before the first step
+        sampler = make_sampler(data, TRAINING_SETS[dataset].sampler, dev,
+                               materialize=dev.type != "cpu" or not isinstance(data, GroundTruthData))
         if resume:   # the checkpoint must match the model and objective asked for (ConfigMismatchError otherwise)
             trainer = Trainer.resume(out / "checkpoint", sampler, model=model, objective=objective, out_dir=out, steps=steps)
         else:
@@ -409,7 +458,7 @@ def train_job(method: str = "beta_vae", dataset: str = "dsprites", params: dict 
         save_figure(history_figure(trainer.history, title=f"{method} on {dataset}"), out / "losses.png")
         rows = run_metrics(model, data, eval_points, seed) if evaluate else []
         if rows: _write_json(dict(method=method, dataset=dataset, step=trainer.step, metrics=rows), out / "metrics.json")
-    return dict(steps=trainer.step, out_dir=str(out), history=trainer.history, metrics=rows)
+    return dict(steps=trainer.step, out_dir=str(out), history=trainer.history, metrics=rows, dataset=dataset)
 
 # %% ../nbs/90_cli.ipynb #cbba153b
 def cmd_train(args):
@@ -418,7 +467,7 @@ def cmd_train(args):
                     out_dir=Path(args.out), device=args.device, seed=args.seed, resume=args.resume, overwrite=args.overwrite,
                     z_dim=args.z_dim, s_dim=args.s_dim, hidden=args.hidden, data_params=parse_params(args.data_param),
                     evaluate=not args.no_eval, eval_points=args.eval_points, threads=args.threads)
-    print(f"trained {args.method!r} on {args.dataset!r} for {res['steps']} steps; checkpoint in {Path(args.out) / 'checkpoint'}/, "
+    print(f"trained {args.method!r} on {res['dataset']!r} for {res['steps']} steps; checkpoint in {Path(args.out) / 'checkpoint'}/, "
           f"history, figures and metrics in {args.out}/")
     if res["metrics"]: print(metrics_table(res["metrics"]))
     return 0
@@ -484,19 +533,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--overwrite", action="store_true", help="replace what an existing results folder holds")
     r.add_argument("--plan", action="store_true", help="print every group it would train (members, steps, images, mode) and "
                    "the estimated device minutes from benchmarks/throughput.json, train nothing; a gpu plan over budget is an error")
+    r.add_argument("--threads", type=int_at_least(1), help="torch CPU threads (default: torch's choice)")
     r.set_defaults(func=cmd_reproduce)
 
     t = add("train", "train one method on one dataset (checkpoint, history, figures and the paper metrics)")
     t.add_argument("--method", default="beta_vae", help="objective; `disentbook methods` lists them with their parameters")
-    t.add_argument("--dataset", default="dsprites", help="; ".join(f"{k}: {v.help}" for k, v in TRAINING_SETS.items()))
+    t.add_argument("--dataset", help="default: the method's own (`disentbook methods NAME` says which); "
+                   + "; ".join(f"{k}: {v.help}" for k, v in TRAINING_SETS.items()))
     t.add_argument("--param", action="append", metavar="KEY=VALUE",
                    help="objective hyper-parameter, repeatable; checked by name, type and range (`disentbook methods NAME`)")
     t.add_argument("--data-param", action="append", metavar="KEY=VALUE",
-                   help="dataset option, repeatable (e.g. digits: n=2000; grassy: per_digit=100, n_background=1000)")
+                   help="dataset option, repeatable (e.g. digits: n=2000; grassy: per_digit=100, n_background=1000; "
+                        "digit_style: n_reference=500)")
     t.add_argument("--steps", type=int_at_least(1), default=1000, help="total training steps (with --resume: the new total)")
     t.add_argument("--batch-size", type=int_at_least(1), help=f"batch size (default {DEFAULT_BATCH_SIZE}; with --resume the checkpoint's)")
     t.add_argument("--lr", type=positive_float, help=f"Adam learning rate (default {DEFAULT_LR:g}; with --resume the checkpoint's)")
-    t.add_argument("--latent-dim", type=int_at_least(1), default=10, help="latents of a 'vae' model")
+    t.add_argument("--latent-dim", type=int_at_least(1), help="latents of a 'vae' model (default: the method's, 10 for most; "
+                   "20 for swap_invariance and uai: d_p = 10 predictive + 10 nuisance)")
     t.add_argument("--z-dim", type=int_at_least(1), default=16, help="common latents z of a 'contrastive_vae' model")
     t.add_argument("--s-dim", type=int_at_least(1), default=8, help="salient latents s of a 'contrastive_vae' model")
     t.add_argument("--hidden", type=int_at_least(1), default=256, help="width of the model's fully connected layers")
@@ -524,6 +577,10 @@ def build_parser() -> argparse.ArgumentParser:
     m = add("methods", "list the training methods: sampler, model, hyper-parameters (defaults, ranges), paper")
     m.add_argument("name", nargs="?", help="one method, with each parameter's help")
     m.set_defaults(func=cmd_methods)
+
+    pt = add("pretrained", "list the models shipped in the package with their cards (how each was trained, its metrics)")
+    pt.add_argument("name", nargs="?", help="one model: its whole card as JSON")
+    pt.set_defaults(func=cmd_pretrained)
 
     d = add("data", "list, verify or prepare real datasets")
     d.add_argument("action", choices=["list", "verify", "prepare"], help="what to do")

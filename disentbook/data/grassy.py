@@ -15,8 +15,8 @@ from .base import LabelledImages
 from .digits import load_digits
 
 # %% auto #0
-__all__ = ['SKIMAGE_GRASS_SOURCE', 'GRASSY_KINDS', 'skimage_grass', 'grass_images', 'random_crops', 'grass_patches',
-           'superimpose', 'ContrastiveData', 'make_grassy_mnist']
+__all__ = ['SKIMAGE_GRASS_SOURCE', 'GRASSY_KINDS', 'PAPER_PER_DIGIT', 'skimage_grass', 'grass_images', 'random_crops',
+           'grass_patches', 'superimpose', 'ContrastiveData', 'make_grassy_mnist']
 
 # %% ../../nbs/51_grassy.ipynb #ea02e6ba
 SKIMAGE_GRASS_SOURCE = ("scikit-image grass photograph (skimage.data.grass, one 512x512 grayscale CC0 image "
@@ -113,15 +113,28 @@ def _pick_per_class(labels: torch.Tensor, per_class: int, g: torch.Generator, wh
     idx = [torch.nonzero(labels == k).flatten() for k in range(len(counts))]
     return torch.cat([i[torch.randperm(len(i), generator=g)[:per_class]] for i in idx])
 
-def make_grassy_mnist(kind: str = "linear", per_digit: int = 4986, n_background: int = 4986, rho: float = 0.5,
+PAPER_PER_DIGIT = 4986        # the paper's images per digit (and background patches)
+
+def make_grassy_mnist(kind: str = "linear", per_digit: int | None = None, n_background: int = PAPER_PER_DIGIT, rho: float = 0.5,
                       threshold: float = 0.3, digits: str = "auto", grass: str = "auto", split: str = "train",
                       seed: int = 0, root=None, channels: int = 1) -> ContrastiveData:
-    "Linear (Eq. 10) or non-linear (Eq. 11) Grassy-MNIST: digits on grass (target) and grass alone (background)."
+    """Linear (Eq. 10) or non-linear (Eq. 11) Grassy-MNIST: digits on grass (target) and grass alone (background).
+    `per_digit=None`: the paper's 4,986 images per digit, or as many as the rarest digit of the source has if fewer
+    (713 with the embedded digits' train split)."""
     if kind not in GRASSY_KINDS: raise InputError(f"kind: expected 'linear' or 'nonlinear', got {kind!r}")
-    if per_digit < 1 or n_background < 1: raise InputError(f"per_digit and n_background must be >= 1, got {per_digit}, {n_background}")
+    if (per_digit is not None and per_digit < 1) or n_background < 1:
+        raise InputError(f"per_digit and n_background must be >= 1, got {per_digit}, {n_background}")
     g = make_generator(seed)
-    bg = grass_patches(n_background, grass, seed=seed + 7, root=root, channels=channels)
     dg = load_digits(digits, split, root=root)
+    counts = torch.bincount(dg.labels, minlength=10)
+    rarest = int(counts.min())
+    if per_digit is None: per_digit = min(PAPER_PER_DIGIT, rarest)
+    elif per_digit > rarest:
+        raise InputError(f"per_digit={per_digit}: the digits ({dg.source}) have only {rarest} of the rarest digit "
+                         f"(counts {counts.tolist()}); ask for at most {rarest} (`--data-param per_digit={rarest}` on the command "
+                         "line; leaving it out takes the most the source allows), or put the full MNIST in the data directory "
+                         "(`disentbook data prepare mnist`)")
+    bg = grass_patches(n_background, grass, seed=seed + 7, root=root, channels=channels)
     keep = _pick_per_class(dg.labels, per_digit, g, f"digits ({dg.source})")
     keep = keep[torch.randperm(len(keep), generator=g)]
     t = dg.images[keep].float() / 255

@@ -381,7 +381,7 @@ def _mean_auc(y: np.ndarray, proba: np.ndarray, classes: np.ndarray) -> float:
 
 EXPLICITNESS_CONVENTIONS = ("ovr", "multinomial")
 
-def _explicit_factor(x_tr, y_tr, x_te, y_te, C: float, multi_class: str = "ovr"):
+def _explicit_factor(x_tr, y_tr, x_te, y_te, C: float, multi_class: str = "multinomial"):
     from sklearn.linear_model import LogisticRegression
     clf = LogisticRegression(C=C, max_iter=1000)  # lbfgs: multinomial for more than two classes
     if multi_class == "ovr":
@@ -391,14 +391,13 @@ def _explicit_factor(x_tr, y_tr, x_te, y_te, C: float, multi_class: str = "ovr")
     return (_mean_auc(y_tr, clf.predict_proba(x_tr), clf.classes_), _mean_auc(y_te, clf.predict_proba(x_te), clf.classes_))
 
 def explicitness(codes_train, factors_train, codes_test, factors_test, C: float = 1.0,
-                 n_jobs: int | None = None, multi_class: str = "ovr") -> tuple[float, float]:
+                 n_jobs: int | None = None, multi_class: str = "multinomial") -> tuple[float, float]:
     """(train, test) explicitness (Ridgeway & Mozer 2018): per factor an L2 logistic regression (C=1, lbfgs) on
     the train-standardised codes, mean ROC AUC over classes, averaged over factors (disentanglement_lib: 10,000
-    train / 5,000 test). multi_class='ovr' (default): one binary regression per class, Ridgeway & Mozer's
-    one-vs-rest AUCs and disentanglement_lib's `LogisticRegression()` under the scikit-learn of its time
-    (< 0.22, default multi_class='ovr'); 'multinomial': one softmax regression, what the same
-    disentanglement_lib code computes under scikit-learn >= 0.22. Identical for binary factors. Constant factors
-    are left out (MetricWarning)."""
+    train / 5,000 test). multi_class='multinomial' (default): one softmax regression, what disentanglement_lib's
+    `LogisticRegression()` computes under scikit-learn >= 0.22 (the reference convention); 'ovr': one binary
+    regression per class, Ridgeway & Mozer's one-vs-rest AUCs and disentanglement_lib under the scikit-learn of
+    its time (< 0.22). Identical for binary factors. Constant factors are left out (MetricWarning)."""
     if multi_class not in EXPLICITNESS_CONVENTIONS:
         raise InputError(f"multi_class: expected one of {EXPLICITNESS_CONVENTIONS}, got {multi_class!r}")
     z, v, zt, vt = _split(codes_train, factors_train, codes_test, factors_test, "explicitness")

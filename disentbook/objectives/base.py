@@ -14,8 +14,9 @@ from .. import core
 from ..core import InputError
 
 # %% auto #0
-__all__ = ['NEEDS', 'NEED_HELP', 'SAMPLERS', 'OBJECTIVES', 'Objective', 'need_values', 'Param', 'register_objective',
-           'check_params', 'make_objective', 'methods_table', 'describe_method']
+__all__ = ['NEEDS', 'NEED_HELP', 'SAMPLERS', 'DEFAULT_DATASETS', 'OBJECTIVES', 'Objective', 'need_values', 'Param',
+           'register_objective', 'check_params', 'make_objective', 'default_dataset', 'methods_table',
+           'describe_method']
 
 # %% ../../nbs/04_objectives.ipynb #8fcc2b0b
 class Objective(nn.Module):
@@ -26,6 +27,8 @@ class Objective(nn.Module):
     model_kind: str = "vae"              # the `nets.MODELS` kind it trains
     params: dict = {}                    # hyper-parameter name -> `Param` (type, default, range, help)
     paper: str = ""                      # where the method comes from
+    dataset: str | None = None           # the `disentbook train` dataset it trains on by default (None: its sampler's, `DEFAULT_DATASETS`)
+    default_latent_dim: int = 10         # latents of its model unless the user sets them (a layout valid for the method)
 
     def __init__(self, **hparams):
         super().__init__()
@@ -61,6 +64,7 @@ SAMPLERS = dict(single="one batch of images 'x' (data.samplers.SingleSampler)",
                 target_background="a target batch 'x' and a background batch 'y' (data.samplers.TargetBackgroundSampler)",
                 reference="a batch 'x' and a batch of the reference (unlabelled / weakly labelled) set",
                 pair="pairs of images that share some factors")
+DEFAULT_DATASETS = dict(single="dsprites", target_background="grassy", reference="digit_style", pair="colored_mnist")
 
 def _image_numel(data=None, model=None):
     if model is not None and getattr(model, "shape", None) is not None: return int(math.prod(model.shape))
@@ -221,13 +225,18 @@ def make_objective(name: str, *, data=None, model=None, **params) -> Objective:
     return obj
 
 # %% ../../nbs/04_objectives.ipynb #6a01ca17
+def default_dataset(name: str) -> str:
+    "The dataset `disentbook train --method name` uses when no `--dataset` is given: the method's own, else its sampler's."
+    cls = OBJECTIVES[name]
+    return cls.dataset or DEFAULT_DATASETS[cls.sampler]
+
 def methods_table() -> list[dict]:
     "One row per registered method: method, sampler, model, parameters (default and range), needs, paper."
     rows = []
     for name in sorted(OBJECTIVES):
         cls = OBJECTIVES[name]
         ps = "; ".join(f"{k}={p.default!r} ({p.range_text()})" for k, p in cls.params.items()) or "-"
-        rows.append(dict(method=name, sampler=cls.sampler, model=cls.model_kind, parameters=ps,
+        rows.append(dict(method=name, sampler=cls.sampler, model=cls.model_kind, dataset=default_dataset(name), parameters=ps,
                          needs=", ".join(sorted(cls.needs)) or "-", paper=cls.paper or "-"))
     return rows
 
@@ -235,7 +244,9 @@ def describe_method(name: str) -> str:
     "Several lines about method `name`: sampler, model, needs, paper, one line per hyper-parameter with its help."
     cls = OBJECTIVES[name]
     lines = [f"{name}: {(cls.__doc__ or '').strip()}", f"  paper:   {cls.paper or '-'}",
-             f"  sampler: {cls.sampler} ({SAMPLERS[cls.sampler]})", f"  model:   {cls.model_kind}",
+             f"  sampler: {cls.sampler} ({SAMPLERS[cls.sampler]})",
+             f"  model:   {cls.model_kind} ({cls.default_latent_dim} latents unless --latent-dim is given)",
+             f"  dataset: {default_dataset(name)} (the default of `disentbook train --method {name}`)",
              f"  needs:   {', '.join(f'{n} ({NEED_HELP[n]})' for n in sorted(cls.needs)) or 'nothing'}"]
     lines += [f"  --param {k}={p.default!r}  {p.kind} {p.range_text()}: {p.help}" for k, p in cls.params.items()]
     return "\n".join(lines)
