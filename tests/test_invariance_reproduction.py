@@ -29,7 +29,8 @@ def test_evaluate_on_tiny_model():
     spec = R.table1_specs(cfg, {})[-1]
     model = R.invariance_model(spec, data, cfg).eval()
     out = R.evaluate_invariance(model, data, dict(cfg, eval=dict(n_probe=200, n_test=100)), 0, spec)
-    assert set(out) == {f"{k}_{t}" for k in ("avg_acc", "worst_acc") for t in ("m75", "m65", "p65", "p75")}
+    assert set(out) == {f"{k}_{t}" for k in ("avg_acc", "worst_acc") for t in ("m75", "m65", "p65", "p75")} | {"chance_acc"}
+    assert out["chance_acc"] == pytest.approx(0.1)
     assert all(0 <= out[f"worst_acc_{t}"] <= out[f"avg_acc_{t}"] <= 1 for t in ("m75", "p65"))
     assert R.probe_columns(spec, 20) == slice(0, 10)
     assert R.invariance_model(R.table1_specs(cfg, {})[2], data, cfg).latent_dim == 20 + R.COND_WIDTH
@@ -64,7 +65,7 @@ def test_table1_on_grids_runs_and_mpi3d_is_not_run_without_file(tmp_path, monkey
         out = build_objective(spec, data, model, cfg)(model, b, 0)
         assert torch.isfinite(out["loss"]), spec["row"]
     ev = R.evaluate_invariance(model.eval(), data, dict(cfg, eval=dict(n_probe=64, n_test=64)), 0, spec)
-    assert set(ev) == {"avg_acc", "worst_acc"} and 0 <= ev["worst_acc"] <= ev["avg_acc"] <= 1
+    assert set(ev) == {"avg_acc", "worst_acc", "chance_acc"} and 0 <= ev["worst_acc"] <= ev["avg_acc"] <= 1
     monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path))
     for name in ("mpi3d-inv", "mpi3d"):
         with pytest.raises(DataNotFoundError, match="not run: no file at .*mpi3d_real.npz"):

@@ -43,8 +43,9 @@ def test_claims_follow_the_results():
     res = {r: {m: list(v + 1e-4 * rng.standard_normal(3)) for m, v in g.set_index("metric").value.items()}
            for r, g in pv.groupby("row")}
     res["sRb-VAE"]["e_sensitivity"], res["Rb-VAE"]["e_sensitivity"] = [0.1, 0.11, 0.12], [0.01, 0.0, 0.02]
-    verdicts = [judge_claim(c, res, "quick")["verdict"] for c in R.REFVAE_CLAIMS]
-    assert verdicts == [HOLDS] * len(R.REFVAE_CLAIMS), verdicts
+    mnist = [c for c in R.REFVAE_CLAIMS if c.table == "Table 1 (MNIST)"]
+    verdicts = [judge_claim(c, res, "quick")["verdict"] for c in mnist]
+    assert verdicts == [HOLDS] * len(mnist), verdicts
     res["sRb-VAE"]["avg_mae"], res["Mathieu et al."]["avg_mae"] = res["Mathieu et al."]["avg_mae"], res["sRb-VAE"]["avg_mae"]
     assert judge_claim(R.REFVAE_CLAIMS[0], res, "quick")["verdict"] == FAILS
 

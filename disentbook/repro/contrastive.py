@@ -19,13 +19,13 @@ from ..data.samplers import TargetBackgroundSampler
 from ..eval.protocols import chance_level, clustering_scores, tsne_embedding
 from ..eval.viz import image_grid
 from ..objectives.contrastive import ContrastiveVAE, w2_loss
-from .harness import Claim, Metric, Paper, Table, register_reproduction
+from .harness import Claim, Gate, Metric, Paper, Table, register_reproduction
 
 # %% auto #0
-__all__ = ['METHODS', 'DATASET_LATENTS', 'CONTRASTIVE_SCALES', 'METRICS', 'TABLES', 'CONTRASTIVE', 'reproduce_contrastive',
-           'load_dataset', 'encode_parts', 'batch_w2', 'prior_w2_level', 'evaluate_contrastive', 'pixel_reference',
-           'contrastive_claims', 'figure4', 'decode_variants', 'figure5', 'figure6a', 'figure7', 'interpolation_grid',
-           'figure8', 'figure_sweep', 'contrastive_figures']
+__all__ = ['METHODS', 'DATASET_LATENTS', 'CONTRASTIVE_SCALES', 'METRICS', 'TABLES', 'GATES', 'CONTRASTIVE',
+           'reproduce_contrastive', 'load_dataset', 'encode_parts', 'batch_w2', 'prior_w2_level',
+           'evaluate_contrastive', 'pixel_reference', 'contrastive_claims', 'figure4', 'decode_variants', 'figure5',
+           'figure6a', 'figure7', 'interpolation_grid', 'figure8', 'figure_sweep', 'contrastive_figures']
 
 # %% ../../nbs/52_contrastive_reproduction.ipynb #077e9811
 METHODS = (dict(row="cVAE", objective="cvae", slug="cvae", label="cVAE", params={}),
@@ -175,21 +175,65 @@ TABLES = (
           title="Figure 11: against the number of training images", skip_note="sweeps not run (`-o sweep=true`)"),
 )
 
+_S41 = "Section 4.1: 'the correct VAE loss is able to consistently obtain better disentangled features as reflected in the clustering accuracies of both the salient features s_x and the common features z_x'"
+_S42 = "Section 4.2: 'in the presence of our new loss L_W2 ... the corresponding loss values reduce considerably'"
+_S42b = ("Section 4.2: 'encouraging the distribution of the common factors to be identical across both datasets via L_W2 further "
+         "enhances the disentanglement ... shown via the higher clustering accuracies compared to baselines'")
+# Where the paper's own Table 1 (one number per cell, no std: ±10 % per cell in the tests) does not establish a claim.
+_ON_PAPER = {
+    ("2", "CelebA"): "the paper's own Table 1 contradicts it in the mean: Eq. 7's CA_s 59.97 < cVAE's 60.01",
+    ("2", "AffectNet"): "the paper's own Table 1 contradicts it in the mean: Eq. 7's CA_s 19.06 < sRb-VAE's 19.85",
+    ("2", "L-MNIST"): "in the paper's own Table 1 Eq. 7's CA_s 91.23 is within noise of cVAE's 89.02 (±10 %: inconclusive)",
+    ("2", "NL-MNIST"): "in the paper's own Table 1 Eq. 7's CA_s 29.44 vs cVAE's 26.89 is within ±10 % noise (inconclusive)",
+    ("3", "L-MNIST"): "in the paper's own Table 1 Eq. 7's CA_z 12.43 vs cVAE's 12.59 is within noise (inconclusive)",
+    ("3", "CelebA"): "the paper's own Table 1: Eq. 7's CA_z 51.53 vs cVAE 52.06 is within noise (inconclusive)",
+    ("3", "AffectNet"): "the paper's own Table 1: Eq. 7's CA_z 18.16 vs sRb-VAE 18.31 is within noise (inconclusive)",
+    ("4", "CelebA"): "the paper's own Table 1: Eq. 8's CA_s 64.55 vs 60.01 is within ±10 % noise (inconclusive)",
+    ("4", "L-MNIST"): "the paper's own Table 1: Eq. 8's CA_s 92.17 vs 89.02 is within ±10 % noise (inconclusive)",
+    ("5", "L-MNIST"): "the paper's own Table 1: 92.17 vs 91.23 is within ±10 % noise (inconclusive)",
+    ("5", "NL-MNIST"): "the paper's own Table 1: 32.37 vs 29.44 is within ±10 % noise (inconclusive)",
+    ("5", "CelebA"): "the paper's own Table 1: 64.55 vs 59.97 is within ±10 % noise (inconclusive)",
+}
+
 def contrastive_claims(ctx) -> list[Claim]:
-    "Claims (1)-(4) for every dataset of this run."
+    "The paper's claims (1)-(5) per dataset of this run (with their sources), ours (6)-(7), and the sweeps' (8)-(9)."
     e7, e8 = "Ours (Eq. 7)", "Ours (Eq. 8)"
     out = []
     for ds in _datasets(ctx):
-        t = f"Table 1 ({ds})"
-        out += [Claim(f"{ds} (1) Eq. 8 has clearly lower L_W2 (≤ 0.75 × the others' minimum)",
-                      f"{e8} < 0.75 * min(cVAE, sRb-VAE, {e7}) on l_w2", table=t),
-                Claim(f"{ds} (2) Eq. 7 and Eq. 8 cluster the classes in s better than cVAE and sRb-VAE (CA_s)",
-                      f"min({e7}, {e8}) > max(cVAE, sRb-VAE) on ca_s", table=t),
-                Claim(f"{ds} (3) z carries little class information for Eq. 7 / 8 (CA_z ≤ chance + 10 points, < CA_s)",
-                      *[f"{r} < 10 on ca_z_above_chance" for r in (e7, e8)], *[f"{r} > 0 on ca_s_minus_ca_z" for r in (e7, e8)], table=t),
-                Claim(f"{ds} (4) the Dirac term keeps the background's salient codes near 0: E‖s_y‖² of Eq. 7 and Eq. 8 below "
-                      "both baselines'", f"max({e7}, {e8}) < min(cVAE, sRb-VAE) on s_y_norm2", table=t)]
+        t, src = f"Table 1 ({ds})", f"Table 1, {ds} rows cVAE, sRb-VAE, Ours (Eq. 7), Ours (Eq. 8); "
+        pn = lambda k: _ON_PAPER.get((k, ds), "")
+        out += [Claim(f"{ds} (1) Eq. 8 has a lower L_W2 than cVAE, sRb-VAE and Eq. 7", f"{e8} < min(cVAE, sRb-VAE, {e7}) on l_w2",
+                      table=t, source=src + _S42, paper_note=pn("1")),
+                Claim(f"{ds} (2) Eq. 7 clusters the classes in s better than cVAE and sRb-VAE (CA_s)",
+                      f"{e7} > max(cVAE, sRb-VAE) on ca_s", table=t, source=src + _S41, paper_note=pn("2")),
+                Claim(f"{ds} (3) Eq. 7's common code z carries less class information than the baselines' (lower CA_z)",
+                      f"{e7} < min(cVAE, sRb-VAE) on ca_z", table=t, source=src + _S41, paper_note=pn("3")),
+                Claim(f"{ds} (4) Eq. 8 clusters the classes in s better than cVAE and sRb-VAE (CA_s)",
+                      f"{e8} > max(cVAE, sRb-VAE) on ca_s", table=t, source=src + _S42b, paper_note=pn("4")),
+                Claim(f"{ds} (5) Eq. 8's CA_s is above Eq. 7's", f"{e8} > {e7} on ca_s", table=t,
+                      source=src + "Section 4.2: L_W2 'further enhances the disentanglement'", paper_note=pn("5")),
+                Claim(f"{ds} (6) z carries little class information for Eq. 7 / 8 (CA_z ≤ chance + 10 points, < CA_s)",
+                      *[f"{r} < 10 on ca_z_above_chance" for r in (e7, e8)], *[f"{r} > 0 on ca_s_minus_ca_z" for r in (e7, e8)],
+                      table=t, ours=True, source="ours: the caption's 'ideal CA using z' (chance) made a test"),
+                Claim(f"{ds} (7) the Dirac term keeps the background's salient codes near 0: E‖s_y‖² of Eq. 7 and Eq. 8 below "
+                      "both baselines'", f"max({e7}, {e8}) < min(cVAE, sRb-VAE) on s_y_norm2", table=t, ours=True,
+                      source="ours: Section 4.1 'sy is expected to be close to zero' made a measurement")]
+    lam = [ctx.row(s) for s in ctx.specs.get("Figure 6b", [])]
+    one = next((r for r in lam if r.endswith("λ_z=1")), None)
+    out.append(Claim("(8, Figure 6b) λ_z = 1 gives Eq. 8 its best CA_s among the λ_z swept",
+                     f"{one} > max({', '.join(r for r in lam if r != one)}) on ca_s" if one and len(lam) > 1 else "VAE > VAE on ca_s",
+                     table="Figure 6b", source="Figure 6b: 'λz = 1 achieves the best value across multiple trials'; Section 4.2: "
+                     "'We found the hyperparameter choice λz = 1 to perform best across all datasets'"))
+    sizes = {}
+    for s in ctx.specs.get("Figure 11", []): sizes.setdefault(str(sorted(s.get("data", {}).items())), {})[s["slug"].split("_n")[0]] = ctx.row(s)
+    parts = [f"{d['ours_eq8']} > {d['srb_vae']} on ca_s" for d in sizes.values() if "ours_eq8" in d and "srb_vae" in d]
+    out.append(Claim("(9, Figure 11) Eq. 8 beats sRb-VAE (Ruiz et al., 2019) on CA_s at every training-set size",
+                     *(parts or ["VAE > VAE on ca_s"]), table="Figure 11",
+                     source="Appendix, Figure 11: 'our methods still consistently outperform the existing approach from Ruiz et "
+                            "al. (2019) across a variety of sample sizes'"))
     return out
+
+GATES = (Gate("ca_s", ">", "chance_ca", "clusters the target classes in s above chance (CA_s against the chance level)"),)
 
 # %% ../../nbs/52_contrastive_reproduction.ipynb #7b0ce067
 def _fig(*a, **k):
@@ -314,7 +358,7 @@ def _notes(ctx) -> list[str]:
 
 CONTRASTIVE = Paper(
     name="contrastive", title="Contrastive disentanglement (ICLR 2020 submission)", scales=CONTRASTIVE_SCALES, tables=TABLES,
-    data=_contrastive_data, evaluate=evaluate_contrastive, model=_model, sampler=_sampler, claims=contrastive_claims,
+    data=_contrastive_data, evaluate=evaluate_contrastive, model=_model, sampler=_sampler, claims=contrastive_claims, learned=GATES,
     figures=(contrastive_figures,), options=dict(sweep=None, data_root=None, datasets=None), notes=_notes, seeded_data=True)
 
 reproduce_contrastive = register_reproduction(CONTRASTIVE)

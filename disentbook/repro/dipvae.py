@@ -15,14 +15,15 @@ from ..data.dsprites import DSprites
 from ..eval import dipvae as dip
 from ..eval.scores import encode_means
 from ..train import model_spec
-from .harness import Claim, Metric, Paper, Table, register_reproduction, traversal_figures
+from .harness import Claim, Gate, Metric, Paper, Table, register_reproduction, traversal_figures
 from .vae import evaluate_vae
 
 # %% auto #0
 __all__ = ['DSPRITES_MODELS', 'CELEBA_MODELS', 'CELEBA_TABLE2_MODELS', 'CELEBA_TABLE2_ATTRIBUTES', 'PAPER_BETAS', 'PAPER_LAMBDAS',
-           'DIPVAE_SCALES', 'METRICS', 'TABLES', 'FINDINGS', 'FAMILY_STYLE', 'DIPVAE', 'reproduce_dipvae', 'beta_spec',
-           'dip_i_spec', 'dip_ii_spec', 'zdiff_percent', 'evaluate_dsprites', 'attribute_table', 'evaluate_celeba',
-           'evaluate_dipvae', 'load_dipvae_data', 'tradeoff_claim', 'dipvae_claims', 'figure1', 'dipvae_figures']
+           'DIPVAE_SCALES', 'METRICS', 'TABLES', 'FINDINGS', 'GATES', 'FAMILY_STYLE', 'DIPVAE', 'reproduce_dipvae',
+           'beta_spec', 'dip_i_spec', 'dip_ii_spec', 'zdiff_percent', 'evaluate_dsprites', 'attribute_table',
+           'evaluate_celeba', 'evaluate_dipvae', 'load_dipvae_data', 'tradeoff_claim', 'dipvae_claims', 'figure1',
+           'dipvae_figures']
 
 # %% ../../nbs/31_dipvae_reproduction.ipynb #b7471419
 def beta_spec(beta: float, row: str | None = None) -> dict:
@@ -83,9 +84,12 @@ def zdiff_percent(value: float) -> float:
     return 100.0 * value if value <= 1.0 else float(value)
 
 def _recon(model, x, seed):
+    "Reconstruction errors per pixel, KL, active latents, and the error of the mean image (the gate's floor to beat)."
+    from disentbook.core import to_float_images
     ev = evaluate_vae(model, x, generator=make_generator(seed, model.device))
+    xf = to_float_images(x[:2000]).double()
     return dict(recon_error_per_pixel=ev["recon_mse_per_pixel"], recon_nll_per_pixel=ev["recon_nll_per_pixel"],
-                kl=ev["kl"], active_dims=ev["active_dims"])
+                kl=ev["kl"], active_dims=ev["active_dims"], mean_image_error_per_pixel=float(((xf - xf.mean(0)) ** 2).mean()))
 
 def evaluate_dsprites(model, data, cfg: dict, seed: int = 0) -> dict:
     "Z-diff (%; three classifiers), SAP and reconstruction errors per pixel of `model` on held-out samples of `data`."
@@ -167,19 +171,35 @@ TABLES = (
 )
 
 _SHORT = "the DIP penalty has not yet shaped the latents at this training length (the paper trains to convergence)"
+_S4 = "Section 4, 'Disentanglement scores and reconstruction error'"
+_I, _B4, _B60 = "DIP-VAE-I (lambda_od=10)", "beta-VAE (beta=4)", "beta-VAE (beta=60)"
 FINDINGS = (
-    Claim("(1) DIP-VAE-I reconstructs about as well as the VAE (≤ 1.5×) while SAP and Z-diff are higher",
-          "DIP-VAE-I (lambda_od=10) < 1.5 * VAE on recon_error_per_pixel", "DIP-VAE-I (lambda_od=10) > VAE on sap",
-          "DIP-VAE-I (lambda_od=10) > VAE on zdiff", table="Table 1", note=_SHORT),
-    Claim("(2) a large β (60) buys SAP over the VAE at a large (≥ 2×) reconstruction cost",
-          "beta-VAE (beta=60) > VAE on sap", "beta-VAE (beta=60) > 2 * VAE on recon_error_per_pixel", table="Table 1",
-          note="the VAE itself is far from converged at this length, and β = 60 may have collapsed most latents"))
+    Claim("(1) DIP-VAE-I gives a much higher Z-diff than the VAE and β-VAE (β = 4) at little to no cost in reconstruction "
+          "(its error below β-VAE's)", f"{_I} > VAE on zdiff", f"{_I} > {_B4} on zdiff",
+          f"{_I} < {_B4} on recon_error_per_pixel", table="Table 1", note=_SHORT,
+          source=f"Table 1, 2D Shapes rows VAE, β-VAE β1 = 4, DIP-VAE-I; {_S4}: 'The proposed DIP-VAE-I gives much higher "
+                 "Z-diff score at little to no cost on the reconstruction error when compared with VAE (β = 1) and β-VAE'"),
+    Claim("(2) Z-diff and SAP disagree: DIP-VAE-I beats β-VAE (β = 60) on Z-diff (98.7 vs 95.7) with an order of magnitude "
+          "lower reconstruction error, but loses to it on SAP (.189 vs .550)", f"{_I} > {_B60} on zdiff",
+          f"{_I} < {_B60} on recon_error_per_pixel", f"{_B60} > {_I} on sap", table="Table 1",
+          source=f"Table 1, 2D Shapes rows β-VAE β2 = 60 and DIP-VAE-I; {_S4}: 'DIP-VAE-I has a higher Z-diff score (98.7) and "
+                 "almost an order of magnitude lower reconstruction error than β-VAE for β = 60 ... This is reflected in the "
+                 "higher SAP score of β-VAE for β = 60 than DIP-VAE-I'",
+          paper_note="the paper prints no standard deviations; with ±10 % per cell its Z-diff gap (98.7 vs 95.7) is within "
+                     "noise, so this part is inconclusive on the paper's own table (the SAP and reconstruction parts hold)"),
+    Claim("(3) β-VAE with a large β (60) buys SAP over the VAE at the cost of much worse reconstruction",
+          f"{_B60} > VAE on sap", f"{_B60} > VAE on recon_error_per_pixel", table="Table 1",
+          note="the VAE itself is far from converged at this length, and β = 60 may have collapsed most latents",
+          source=f"Table 1, 2D Shapes rows VAE and β-VAE β2 = 60; {_S4}: '(though at the cost of much worse reconstruction "
+                 "where every generated sample looks like a hazy blob)'"))
 
 def tradeoff_claim(ctx, budget: float = 1.5) -> Claim:
     "Figure 1's claim on the sweep's seed means: DIP-VAE-II's best SAP within `budget` × the VAE's error beats the others'."
-    text = (f"(3, Figure 1) DIP-VAE-II trades reconstruction for SAP better than DIP-VAE-I and β-VAE (best SAP within "
-            f"{budget:g}× the VAE's reconstruction error)")
-    if "Figure 1" not in ctx.results: return Claim(text, "VAE > VAE on sap", table="Figure 1")   # not checked: no sweep
+    text = (f"(4, Figure 1) DIP-VAE-II trades reconstruction for SAP better than DIP-VAE-I and β-VAE (ours: made "
+            f"quantitative as the best SAP within {budget:g}× the VAE's reconstruction error)")
+    src = ("Figure 1 (read from the figure); Section 4: 'for 2D Shapes data, DIP-VAE-II gives a much better trade-off between "
+           "disentanglement (measured by the SAP score) and reconstruction error than both DIP-VAE-I and β-VAE'")
+    if "Figure 1" not in ctx.results: return Claim(text, "VAE > VAE on sap", table="Figure 1", source=src)   # not checked: no sweep
     limit = budget * ctx.mean("Figure 1", "VAE", "recon_error_per_pixel")
     best = {}
     for fam, objs in (("beta", ("vae", "beta_vae")), ("i", ("dip_vae_i",)), ("ii", ("dip_vae_ii",))):
@@ -188,14 +208,27 @@ def tradeoff_claim(ctx, budget: float = 1.5) -> Claim:
         best[fam] = max(ok, key=lambda r: ctx.mean("Figure 1", r, "sap")) if ok else None
     ii = best["ii"]
     parts = [f"{ii} < {budget:g} * VAE on recon_error_per_pixel"] + [f"{ii} > {best[f]} on sap" for f in ("i", "beta") if best[f]]
-    return Claim(text, *parts, table="Figure 1", note="at this training length the families' trade-off curves overlap")
+    return Claim(text, *parts, table="Figure 1", note="at this training length the families' trade-off curves overlap",
+                 source=src, ours=True)
+
+_T2_NOTE = ("the paper prints one number per cell and no standard deviation; its gaps (0.2 to 3 points of accuracy) are "
+            "well inside ±10 % of ~80 %, so its own table does not establish this at that noise (the harness says inconclusive)")
 
 def dipvae_claims(ctx) -> list[Claim]:
-    "Findings (1)-(2) on Table 1, (3) on the Figure 1 sweep, (4) on Table 2."
+    "Findings (1)-(3) on Table 1, (4) on the Figure 1 sweep, (5)-(6) on Table 2."
     others = "max(VAE, beta-VAE (beta=2), beta-VAE (beta=4), beta-VAE (beta=8))"
-    t2 = Claim("(4, Table 2) DIP-VAE-I classifies most attributes better than VAE and every β-VAE (the paper: 10 of 12)",
-               *[f"DIP-VAE-I (lambda_od=2) > {others} on {a}" for a in CELEBA_TABLE2_ATTRIBUTES], table="Table 2", need="most")
-    return [*FINDINGS, tradeoff_claim(ctx), t2]
+    src2 = "Table 2 (CelebA; DIP-VAE-I's λ_od not stated, Table 1's 2 used); Section 4: "
+    t2 = Claim("(5, Table 2) DIP-VAE-I classifies most attributes better than VAE and every β-VAE (the paper: 10 of 12)",
+               *[f"DIP-VAE-I (lambda_od=2) > {others} on {a}" for a in CELEBA_TABLE2_ATTRIBUTES], table="Table 2", need="most",
+               source=src2 + "'The proposed DIP-VAE outperforms both VAE and β-VAE for most attributes'", paper_note=_T2_NOTE)
+    t3 = Claim("(6, Table 2) β-VAE gets worse as β grows (β = 2 > 4 > 8 on most attributes)",
+               *[f"beta-VAE (beta=2) > beta-VAE (beta=4) on {a}" for a in CELEBA_TABLE2_ATTRIBUTES],
+               *[f"beta-VAE (beta=4) > beta-VAE (beta=8) on {a}" for a in CELEBA_TABLE2_ATTRIBUTES], table="Table 2", need="most",
+               source=src2 + "'The performance of β-VAE gets worse as β is increased further'", paper_note=_T2_NOTE)
+    return [*FINDINGS, tradeoff_claim(ctx), t2, t3]
+
+GATES = (Gate("recon_error_per_pixel", "<", "mean_image_error_per_pixel",
+              "reconstructs better than the data set's mean image (squared error per pixel)"),)
 
 # %% ../../nbs/31_dipvae_reproduction.ipynb #a72fa0bb
 FAMILY_STYLE = {"vae": ("β-VAE", "C0", "o"), "beta_vae": ("β-VAE", "C0", "o"), "dip_vae_i": ("DIP-VAE-I", "C1", "s"),
@@ -243,7 +276,7 @@ def dipvae_figures(ctx) -> dict:
 DIPVAE = Paper(
     name="dipvae", title="DIP-VAE (Kumar et al., ICLR 2018)", scales=DIPVAE_SCALES, tables=TABLES,
     data=load_dipvae_data, evaluate=evaluate_dipvae, claims=dipvae_claims, figures=(dipvae_figures,),
-    options=dict(sweep=None, celeba_root=None),
+    options=dict(sweep=None, celeba_root=None), learned=GATES,
     notes=lambda ctx: [
         "Adam (optimiser and lr: our choice, the paper states neither). Reconstruction error: the paper does not define "
         "it; we judge our squared error of the mean reconstruction per pixel and print the Bernoulli NLL per pixel beside "

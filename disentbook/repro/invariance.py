@@ -18,14 +18,14 @@ from ..eval.scores import encode_means
 from ..nets import VAE
 from ..objectives import invariance as inv
 from ..train import model_spec
-from .harness import Claim, Metric, Paper, Table, library_scores, register_reproduction
+from .harness import Claim, Gate, Metric, Paper, Table, library_scores, register_reproduction
 
 # %% auto #0
 __all__ = ['TABLE1_ROWS', 'COND_WIDTH', 'ANGLE_TAGS', 'SHAPES3D_TRAIN', 'MPI3D_TRAIN', 'SHAPES3D_OBJECTIVE', 'MPI3D_OBJECTIVE',
-           'ACC', 'RC', 'DIS', 'INVARIANCE_TABLES', 'INVARIANCE_SCALES', 'INVARIANCE_CLAIMS', 'INVARIANCE_PAPER',
-           'reproduce_invariance', 'table1_specs', 'table5_specs', 'table3_specs', 'table4_specs', 'table3_mpi3d_specs',
-           'grid_objective', 'load_invariance_data', 'invariance_model', 'invariance_sampler', 'cond_width',
-           'probe_columns', 'evaluate_invariance', 'swap_panel', 'invariance_figures', 'invariance_notes']
+           'ACC', 'RC', 'DIS', 'INVARIANCE_TABLES', 'INVARIANCE_SCALES', 'INVARIANCE_CLAIMS', 'GATES',
+           'INVARIANCE_PAPER', 'reproduce_invariance', 'table1_specs', 'table5_specs', 'table3_specs', 'table4_specs',
+           'table3_mpi3d_specs', 'grid_objective', 'load_invariance_data', 'invariance_model', 'invariance_sampler',
+           'cond_width', 'probe_columns', 'evaluate_invariance', 'swap_panel', 'invariance_figures', 'invariance_notes']
 
 # %% ../../nbs/71_invariance_reproduction.ipynb #258f32fc
 TABLE1_ROWS = (("Baseline", "inv_cnn", {}), ("beta-VAE", "inv_cnn_beta_vae", {"beta": 4.0}), ("VFAE", "vfae", {}),
@@ -84,10 +84,10 @@ def load_invariance_data(name: str, cfg: dict, seed: int, options: dict):
         return SimpleNamespace(kind="invariance", train=ColoredMNIST("train", src, rotation=True), k=(1, 2), warmup=0,
                                tests={f"_{t}": ColoredMNIST("test", src, rotation=True, angles=(a,)) for a, t in ANGLE_TAGS.items()})
     if name == "shapes3d":
-        full = Shapes3D("procedural")
+        full = Shapes3D(cfg.get("data", {}).get("shapes3d_source", "auto"))     # the official file when present
         return SimpleNamespace(kind="disentangle", train=full.subset(**SHAPES3D_TRAIN), full=full, k="random", warmup=dw)
     if name == "shapes3d-inv":                       # Table 1's 3dShapes column: object hues 0-4 train, 5-9 test
-        full = Shapes3D("procedural")
+        full = Shapes3D(cfg.get("data", {}).get("shapes3d_source", "auto"))
         return SimpleNamespace(kind="invariance", train=full.subset(**SHAPES3D_TRAIN), k="random", warmup=0,
                                tests={"": full.subset(object_hue=range(5, 10))})
     if name in ("mpi3d", "mpi3d-inv"):               # the file from the data directory; no offline stand-in
@@ -135,7 +135,7 @@ def evaluate_invariance(model, data, cfg: dict, seed: int, spec: dict) -> dict:
     ztr = encode_means(model, x)[:, cols]
     m, sd = ztr.mean(0), ztr.std(0) + 1e-8
     clf = LogisticRegression(max_iter=2000).fit((ztr - m) / sd, class_labels(data.train, f).numpy())
-    out = {}
+    out = dict(chance_acc=1.0 / len(np.unique(class_labels(data.train, f).numpy())))
     for tag, test in data.tests.items():
         xt, ft = test.sample(e["n_test"], make_generator(seed + 202))
         pred = clf.predict((encode_means(model, xt)[:, cols] - m) / sd)
@@ -157,8 +157,10 @@ _NOTE_ROT = ("quick runs the core table only (Colored-MNIST) to stay within 20 m
 _NOTE_QUICK = ("quick runs the core table only (Table 1, Colored-MNIST, 3 seeds) to stay within 20 minutes on 2 CPU cores; "
                "this table runs at smoke, gpu and paper scale")
 _paper_only = lambda ctx: ctx.scale == "paper"
-_NOTE3D = ("3dShapes tables run at paper scale (gpu leaves them out to fit issue 22's 20-minute budget; 64×64 models; "
-           "procedural stand-in, numbers not comparable)")
+_NOTE3D = ("3dShapes tables run at paper scale (gpu leaves them out to fit issue 22's 20-minute budget; 64×64 models; the "
+           "official 3dshapes.h5 when it is in the data directory, else the procedural stand-in, numbers not comparable)")
+_NOISE_INV = ("the paper prints one number per cell and no standard deviation; with ±10 % per cell (accuracies near 0.9: "
+              "±0.09) its gaps of a few hundredths are within noise, so its own table leaves this inconclusive")
 _NOTE_MPI3D = "MPI3D runs at paper scale only, from the file in the data directory (no offline stand-in)"
 _cfg3d = lambda key, **over: (lambda c: {**c.get(key, {}), **over})
 
@@ -168,11 +170,11 @@ INVARIANCE_TABLES = (
     Table("Table 5", "colored-mnist", table5_specs, ACC, "Table 5", "Colored-MNIST", when=_not_quick, skip_note=_NOTE_QUICK, title="Table 5 — training schemes, Colored-MNIST"),
     Table("Table 5 (rotation)", "rc-mnist", table5_specs, RC[4:6], "Table 5", "RC-MNIST", when=_rotation, skip_note=_NOTE_ROT, title="Table 5 — training schemes, Rotation-Colored-MNIST +65°"),
     Table("Table 3", "shapes3d", table3_specs, DIS, "Table 3", "3dShapes", when=_big, skip_note=_NOTE3D,
-          title="Table 3 — disentanglement, procedural 3dShapes stand-in", cfg=lambda c: c.get("shapes3d", {})),
+          title="Table 3 — disentanglement, 3dShapes (official file or procedural stand-in: see the notes)", cfg=lambda c: c.get("shapes3d", {})),
     Table("Table 4", "shapes3d", table4_specs, DIS, "Table 4", "3dShapes", when=_big, skip_note=_NOTE3D,
-          title="Table 4 — warm-up ablation, procedural 3dShapes stand-in", cfg=lambda c: c.get("shapes3d", {})),
+          title="Table 4 — warm-up ablation, 3dShapes (official file or procedural stand-in: see the notes)", cfg=lambda c: c.get("shapes3d", {})),
     Table("Table 1 (3dShapes)", "shapes3d-inv", table1_specs, ACC, "Table 1", "3dShapes", when=_big, skip_note=_NOTE3D,
-          title="Table 1 — 3dShapes column (procedural stand-in; shape, object hues 0–4 train / 5–9 test)",
+          title="Table 1 — 3dShapes column (official file or procedural stand-in; shape, object hues 0–4 train / 5–9 test)",
           cfg=_cfg3d("shapes3d_inv", objective=SHAPES3D_OBJECTIVE)),
     Table("Table 1 (MPI3D)", "mpi3d-inv", table1_specs, ACC, "Table 1", "MPI3D", when=_paper_only, skip_note=_NOTE_MPI3D,
           title="Table 1 — MPI3D column (shape, object colours 0–2 train / 3–5 test)", cfg=_cfg3d("mpi3d", objective=MPI3D_OBJECTIVE)),
@@ -193,36 +195,54 @@ INVARIANCE_SCALES = {
                   mpi3d=dict(train=dict(steps=300_000, batch_size=64, log_every=1000), data=dict(mpi3d_variant="real")))}
 
 _OTHERS = "max(Baseline, beta-VAE, VFAE, CAI, CVIB, UAI)"
+_T1S, _42 = "Table 1 (Colored-MNIST columns), all seven rows", "Section 4.2: 'Our proposed model significantly outperforms prior work'"
+_DIS = "max(beta-VAE, AnnealedVAE, FactorVAE, DIP-VAE-I, DIP-VAE-II, beta-TCVAE, Ada-ML-VAE, Ada-GVAE)"
+_S43 = "Section 4.3: 'By separately training the classifier and other parts (L_CE → L_contrastive), the framework has the best results for both average and worst accuracy'"
 INVARIANCE_CLAIMS = (
     Claim("Ours has the best average and worst-group accuracy on Colored-MNIST",
-          f"Ours > {_OTHERS} on avg_acc", f"Ours > {_OTHERS} on worst_acc", table="Table 1"),
-    Claim("the largest gain of Ours is in worst-group accuracy on Colored-MNIST (+.16 over UAI)",
-          "Ours > UAI + 0.1 on worst_acc", table="Table 1"),
+          f"Ours > {_OTHERS} on avg_acc", f"Ours > {_OTHERS} on worst_acc", table="Table 1", source=f"{_T1S}; {_42}",
+          paper_note=_NOISE_INV),
+    Claim("the largest gain of Ours is in worst-group accuracy on Colored-MNIST: more than 0.1 over UAI (paper +.16)",
+          "Ours > UAI + 0.1 on worst_acc", table="Table 1", ours=True,
+          source="ours: a reading of Table 1 (Ours .904 vs UAI .74); the margin 0.1 is ours"),
     Claim("adding β-VAE reconstruction to the CNN does not help invariance on Colored-MNIST",
-          "Baseline > beta-VAE on avg_acc", table="Table 1"),
+          "Baseline > beta-VAE on avg_acc", table="Table 1", ours=True,
+          source="ours: a reading of Table 1 (rows Baseline and β-VAE); the text does not say it"),
     Claim("Rotation: Ours is best in average and worst-group accuracy at every test angle",
-          *[f"Ours > {_OTHERS} on {m.key}" for m in RC], table="Table 2"),
-    Claim("training scheme: CE only < CE + SupCon jointly < separately, average and worst-group (Colored-MNIST)",
-          "Ours (L_CE + L_con joint) > Ours (L_CE) on avg_acc", "Ours (L_CE / L_con separate) > Ours (L_CE + L_con joint) on avg_acc",
-          "Ours (L_CE + L_con joint) > Ours (L_CE) on worst_acc", "Ours (L_CE / L_con separate) > Ours (L_CE + L_con joint) on worst_acc",
-          table="Table 5"),
+          *[f"Ours > {_OTHERS} on {m.key}" for m in RC], table="Table 2",
+          source=f"Table 2 (Rotation-Colored-MNIST, test angles ±65°, ±75°), all seven rows; {_42}", paper_note=_NOISE_INV),
+    Claim("training scheme (Colored-MNIST): training the classifier separately beats CE only and CE + SupCon jointly, "
+          "average and worst-group", "Ours (L_CE / L_con separate) > max(Ours (L_CE), Ours (L_CE + L_con joint)) on avg_acc",
+          "Ours (L_CE / L_con separate) > max(Ours (L_CE), Ours (L_CE + L_con joint)) on worst_acc", table="Table 5",
+          source="Table 5, Colored-MNIST columns; " + _S43, paper_note=_NOISE_INV),
+    Claim("training scheme (Rotation-Colored-MNIST, +65°): training the classifier separately beats CE only and CE + SupCon "
+          "jointly, average and worst-group",
+          "Ours (L_CE / L_con separate) > max(Ours (L_CE), Ours (L_CE + L_con joint)) on avg_acc_p65",
+          "Ours (L_CE / L_con separate) > max(Ours (L_CE), Ours (L_CE + L_con joint)) on worst_acc_p65", table="Table 5 (rotation)",
+          source="Table 5, Rotation-Colored-MNIST (65) columns; " + _S43, paper_note=_NOISE_INV),
     Claim("3dShapes: Ours has the best worst-group accuracy (.9763) but not the best average (Baseline .9887 > Ours .9852)",
-          f"Ours > {_OTHERS} on worst_acc", "Baseline > Ours on avg_acc", table="Table 1 (3dShapes)", min_scale="gpu"),
+          f"Ours > {_OTHERS} on worst_acc", "Baseline > Ours on avg_acc", table="Table 1 (3dShapes)", min_scale="gpu",
+          source="Table 1 (3dShapes columns), all seven rows", paper_note=_NOISE_INV),
     Claim("MPI3D: Ours has the best average and worst-group accuracy (.9132 / .8917)",
-          f"Ours > {_OTHERS} on avg_acc", f"Ours > {_OTHERS} on worst_acc", table="Table 1 (MPI3D)", min_scale="paper"),
+          f"Ours > {_OTHERS} on avg_acc", f"Ours > {_OTHERS} on worst_acc", table="Table 1 (MPI3D)", min_scale="paper",
+          source=f"Table 1 (MPI3D columns), all seven rows; {_42}", paper_note=_NOISE_INV),
     Claim("Table 3, MPI3D: Ours best on MIG, SAP and DCI but not on IRS (β-TCVAE .636) nor FVAE (Ada-GVAE .589)",
-          *[f"Ours > max(beta-VAE, AnnealedVAE, FactorVAE, DIP-VAE-I, DIP-VAE-II, beta-TCVAE, Ada-ML-VAE, Ada-GVAE) on {k}"
-            for k in ("MIG", "SAP", "DCI")], "beta-TCVAE > Ours on IRS", "Ada-GVAE > Ours on FVAE",
-          table="Table 3 (MPI3D)", min_scale="paper"),
+          *[f"Ours > {_DIS} on {k}" for k in ("MIG", "SAP", "DCI")], "beta-TCVAE > Ours on IRS", "Ada-GVAE > Ours on FVAE",
+          table="Table 3 (MPI3D)", min_scale="paper", source="Table 3 (MPI3D columns), all rows run", paper_note=_NOISE_INV),
     Claim("Table 3: Ours best on 'almost all metrics' (the printed table: strictly best in 6 of 10 columns)",
-          *[f"Ours > max(beta-VAE, AnnealedVAE, FactorVAE, DIP-VAE-I, DIP-VAE-II, beta-TCVAE, Ada-ML-VAE, Ada-GVAE) on {k}"
-            for k in ("MIG", "SAP", "IRS", "FVAE", "DCI")], table="Table 3", need="most", min_scale="gpu"),
+          *[f"Ours > {_DIS} on {k}" for k in ("MIG", "SAP", "IRS", "FVAE", "DCI")], table="Table 3", need="most", min_scale="gpu",
+          source="Table 3 (3dShapes columns); Section 4.2: 'our approach surpass both unsupervised and weakly-supervised method "
+                 "in almost all metrics'", paper_note=_NOISE_INV),
     Claim("weak supervision beats unsupervised learning (Ada-GVAE > β-VAE on MIG, FVAE, DCI)",
-          "Ada-GVAE > beta-VAE on MIG", "Ada-GVAE > beta-VAE on FVAE", "Ada-GVAE > beta-VAE on DCI", table="Table 3", min_scale="gpu"),
-    Claim("warm-ups: none < amount < amount + difficulty",
-          *[f"Ours (warm-up by amount) > Ours (no warm-up) on {k}" for k in ("MIG", "SAP", "IRS", "FVAE", "DCI")],
-          *[f"Ours (amount + difficulty) > Ours (warm-up by amount) on {k}" for k in ("MIG", "SAP", "IRS", "FVAE", "DCI")],
-          table="Table 4", need="most", min_scale="gpu"))
+          "Ada-GVAE > beta-VAE on MIG", "Ada-GVAE > beta-VAE on FVAE", "Ada-GVAE > beta-VAE on DCI", table="Table 3", min_scale="gpu",
+          ours=True, source="ours: a reading of Table 3 (3dShapes), the premise of its two blocks"),
+    Claim("warm-ups: both strategies clearly beat no warm-up and the warm-up by amount alone",
+          *[f"Ours (amount + difficulty) > max(Ours (no warm-up), Ours (warm-up by amount)) on {k}" for k in ("MIG", "SAP", "IRS", "FVAE", "DCI")],
+          table="Table 4", need="most", min_scale="gpu",
+          source="Table 4; Section 4.3: 'As shown in Table 4, using both training strategies clearly outperforms the others'"))
+
+GATES = (Gate("avg_acc", ">", "chance_acc", "classifies above chance (average accuracy against 1 / classes)"),
+         *(Gate(f"avg_acc_{t}", ">", "chance_acc", f"classifies above chance at {a:+g}°") for a, t in ANGLE_TAGS.items()))
 
 # %% ../../nbs/71_invariance_reproduction.ipynb #2f8d2c58
 @torch.no_grad()
@@ -252,12 +272,20 @@ def invariance_figures(ctx) -> dict:
         a.imshow(image_grid(traversal_images(model, x0, list(dims), vals), 9)); a.axis("off"); a.set_title(name)
     return {"swapped_reconstructions.png": fig, "traversals_zp_zn.png": fig2}
 
+def _shapes_source(ctx) -> str:
+    "Which 3dShapes these runs used (or would use): the official file from the data directory, else the procedural stand-in."
+    from disentbook.core import data_dir
+    from disentbook.data.shapes3d import SHAPES3D_FILE
+    path = data_dir(None) / "shapes3d" / SHAPES3D_FILE
+    return f"the official 3dshapes.h5 ({path})" if path.exists() else \
+           "the procedural stand-in (no official 3dshapes.h5 in the data directory; numbers not comparable with the paper's)"
+
 def invariance_notes(ctx) -> list[str]:
     return ["Data: Colored-MNIST / Rotation-Colored-MNIST on real digits (" + ctx.data("Table 1").train.source + "); "
             "pairs change k ∈ {1, 2} colours, the class held fixed. Evaluation classifier: logistic regression on the "
             "frozen encoder means (z_p for Ours and UAI), fitted on training images; worst group over (digit, background).",
             "Not run: β-FactorTCVAE (a row of Table 3 that the paper never defines nor lists among its baselines). "
-            "Table 1's 3dShapes column runs at paper scale (procedural stand-in; left out of gpu by its budget); the MPI3D columns of Tables 1 and 3 "
+            "Table 1's 3dShapes column runs at paper scale (left out of gpu by its budget) on " + _shapes_source(ctx) + "; the MPI3D columns of Tables 1 and 3 "
             f"at paper scale only, from {mpi3d_path(ctx.cfg.get('mpi3d', {}).get('data', {}).get('mpi3d_variant', 'real'))}. "
             "VFAE, CAI and CVIB use the nuisance labels, more supervision than Ours.",
             "Ours (choices of this reproduction, SILENT in the paper): the likelihood terms (reconstruction, KL, swapped "
@@ -269,7 +297,7 @@ def invariance_notes(ctx) -> list[str]:
 INVARIANCE_PAPER = Paper(
     name="invariance", title="Reconstruction for disentanglement, contrast for invariance (ICLR 2022 submission)",
     scales=INVARIANCE_SCALES, tables=INVARIANCE_TABLES, data=load_invariance_data, evaluate=evaluate_invariance,
-    claims=INVARIANCE_CLAIMS, figures=(invariance_figures,), model=invariance_model, sampler=invariance_sampler,
+    claims=INVARIANCE_CLAIMS, learned=GATES, figures=(invariance_figures,), model=invariance_model, sampler=invariance_sampler,
     notes=invariance_notes)
 
 reproduce_invariance = register_reproduction(INVARIANCE_PAPER)

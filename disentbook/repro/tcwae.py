@@ -16,13 +16,14 @@ from ..data.dsprites import DSprites
 from ..data.smallnorb import load_smallnorb
 from ..objectives import tcwae as tc
 from ..train import model_spec
-from .harness import Claim, Metric, Paper, Table, library_scores, register_reproduction, traversal_figures
+from .harness import Claim, Gate, Metric, Paper, Table, library_scores, register_reproduction, traversal_figures
 
 # %% auto #0
 __all__ = ['DSPRITES_MODELS', 'SMALLNORB_MODELS', 'QUALITATIVE_MODELS', 'PAPER_GRID', 'PAPER_ABLATION', 'PAPER_FIG3_BETAS',
-           'TCWAE_SCALES', 'METRICS', 'TABLES', 'CLAIMS', 'FAMILY', 'TCWAE', 'reproduce_tcwae', 'wae_spec', 'mws_spec',
-           'gan_spec', 'btc_spec', 'fvae_spec', 'load_tcwae_data', 'reconstruction_log_cost', 'mmd_to_prior',
-           'evaluate_tcwae', 'figure1', 'figure3', 'figure6', 'tcwae_figures']
+           'TCWAE_SCALES', 'METRICS', 'TABLES', 'CLAIMS', 'GATES', 'FAMILY', 'TCWAE', 'reproduce_tcwae', 'wae_spec',
+           'mws_spec', 'gan_spec', 'btc_spec', 'fvae_spec', 'load_tcwae_data', 'reconstruction_log_cost',
+           'mmd_to_prior', 'mean_image_log_cost', 'evaluate_tcwae', 'sweep_claims', 'tcwae_claims', 'figure1',
+           'figure3', 'figure6', 'tcwae_figures']
 
 # %% ../../nbs/41_tcwae_reproduction.ipynb #7ebd7f0b
 def wae_spec(lam, row=None, cost="xent"): return model_spec(row, "wae_mmd", f"WAE λ={lam:g}", lam=lam, cost=cost)
@@ -98,6 +99,12 @@ def mmd_to_prior(model, x, seed: int = 0) -> float:
     z = mu if lv is None else mu + (0.5 * lv).exp() * torch.randn(mu.shape, generator=make_generator(seed, model.device), device=mu.device)
     return float(tc.mmd_imq(z.float(), torch.randn(z.shape, generator=make_generator(seed + 1, model.device), device=z.device)))
 
+@torch.no_grad()
+def mean_image_log_cost(x, cost: str = "xent") -> float:
+    "Log of the mean per-image summed cost of reconstructing every image of `x` by their mean image (the gate's floor)."
+    xf = to_float_images(x).float(); m = xf.mean(0, keepdim=True).clamp(1e-4, 1 - 1e-4)
+    return math.log(tc.reconstruction_cost(torch.logit(m).expand_as(xf), xf, cost).mean().item())
+
 def evaluate_tcwae(model, data, cfg: dict, seed: int, spec: dict) -> dict:
     "Rec (log summed cost), MIG, FactorVAE score, SAP and the MMD to the prior on held-out samples; nothing for image sets."
     if not hasattr(data, "factor_sizes"): return {}                      # 3D Chairs / CelebA: traversals only
@@ -107,7 +114,7 @@ def evaluate_tcwae(model, data, cfg: dict, seed: int, spec: dict) -> dict:
     s = library_scores(model, data, ("mig", "sap", "factor_vae"), seed=seed, num_points=ev["n"], num_test=ev["n_test"],
                        score_kwargs=ev["factor_vae"])
     return dict(rec=rec, rec_cost=rec_cost, mig=s["mig"], sap=s["sap"], factorvae=s["factor_vae"],
-                mmd=mmd_to_prior(model, x[:1000], seed))
+                mmd=mmd_to_prior(model, x[:1000], seed), rec_mean_image=mean_image_log_cost(x[:2000], spec["params"].get("cost", "xent")))
 
 # %% ../../nbs/41_tcwae_reproduction.ipynb #74834f9f
 def _m(key, label, fmt, tol): return Metric(key, label, fmt, f"±{tol} or 2 paper std")
@@ -138,15 +145,62 @@ TABLES = (
 )
 
 _W, _MWS, _GAN = "WAE (lambda=200)", "TCWAE-MWS (beta=50, xent)", "TCWAE-GAN (beta=100, xent)"
+_VAES = "max(beta-TCVAE (beta=8), FactorVAE (gamma=100))"
 CLAIMS = (
-    Claim("(1) TCWAE-MWS and TCWAE-GAN have higher MIG, FactorVAE score and SAP than WAE",
+    Claim("(1) the TC term disentangles: TCWAE-MWS and TCWAE-GAN have higher MIG, FactorVAE score and SAP than the WAE",
           *[f"{r} > {_W} on {k}" for r in (_MWS, _GAN) for k in ("mig", "factorvae", "sap")], table="Table 1a",
-          note="at this training length the TC penalty has not separated the codes (MWS: nearly identical posteriors)"),
-    Claim("(2) ... at comparable reconstruction: each TCWAE's Rec at most 1.5 log units above the WAE's",
-          f"{_MWS} < {_W} + 1.5 on rec", f"{_GAN} < {_W} + 1.5 on rec", table="Table 1a"),
-    Claim("(3) the better TCWAE's MIG is above the better of β-TCVAE's and FactorVAE's (paper 0.36 vs 0.26)",
-          f"max({_MWS}, {_GAN}) > max(beta-TCVAE (beta=8), FactorVAE (gamma=100)) on mig", table="Table 1a",
-          note="at this training length β-TCVAE disentangles faster"))
+          note="at this training length the TC penalty has not separated the codes (MWS: nearly identical posteriors)",
+          source="Table 1a (dSprites), rows WAE, TCWAE-MWS, TCWAE-GAN; Section 4.1: 'better disentanglement is obtained "
+                 "without much deterioration in reconstruction'"),
+    Claim("(2) TCWAEs are competitive with the VAE-based methods, with top scores in several metrics: the better TCWAE "
+          "beats both β-TCVAE and FactorVAE on most of MIG, FactorVAE score and SAP",
+          *[f"max({_MWS}, {_GAN}) > {_VAES} on {k}" for k in ("mig", "factorvae", "sap")], table="Table 1a", need="most",
+          note="at this training length β-TCVAE disentangles faster",
+          source="Table 1a (dSprites); Section 4.1: 'TCWAEs achieve competitive performances across all the metrics with top "
+                 "scores in several metrics on both data sets'",
+          paper_note="with the paper's own standard deviations (5 runs) no gap is significant once the better TCWAE is not "
+                     "picked in advance: MIG .36 ± .04 vs FactorVAE .26 ± .09 (p ≈ .07), FactorVAE score .78 ± .09 vs β-TCVAE "
+                     ".76 ± .11, SAP .091 ± .004 vs FactorVAE .07 ± .03 — 'competitive' is what its table supports, 'top "
+                     "scores' is not established by it"))
+
+def _sweep_row(ctx, table, objective, **params) -> str | None:
+    "The row of `table` whose spec has `objective` and these params (None when the sweep lacks it)."
+    for s in ctx.specs.get(table, []):
+        if s["objective"] == objective and all(float(s["params"].get(k, -1)) == float(v) for k, v in params.items()):
+            return ctx.row(s)
+    return None
+
+def sweep_claims(ctx) -> list[Claim]:
+    "Figure 1 (γ sets the best trade-off) and Figure 6 (WAE reconstructs slightly better, TCWAEs regularise better in MMD)."
+    g, lams = ctx.cfg.get("grid", {}), ctx.cfg.get("ablation", ())
+    f1, f6 = [], []
+    if "Figure 1" in ctx.results:
+        lo, hi = min(g["gammas"]), max(g["gammas"])
+        for obj, big in (("tcwae_mws", 100), ("tcwae_gan", 5)):
+            for b in g["betas"]:
+                a, z = _sweep_row(ctx, "Figure 1", obj, beta=b, gamma=big), _sweep_row(ctx, "Figure 1", obj, beta=b, gamma=lo)
+                if a and z and a != z: f1.append(f"{a} > {z} on mig")
+    if "Figure 6" in ctx.results:
+        for l in lams:
+            w = _sweep_row(ctx, "Figure 6", "wae_mmd", lam=l)
+            for obj in ("tcwae_mws", "tcwae_gan"):
+                r = _sweep_row(ctx, "Figure 6", obj, beta=l, gamma=l)
+                if w and r: f6 += [f"{r} < {w} on mmd"]
+    mws_gamma = "γ ≈ 100 for TCWAE-MWS and γ ≈ 5 for TCWAE-GAN"
+    return [Claim(f"(3, Figure 1) a large γ ({mws_gamma}) gives better MIG than the grid's smallest γ at the same β",
+                  *(f1 or ["VAE > VAE on mig"]), table="Figure 1", need="most",
+                  source="Figure 1; Section 4.1: 'For large γ (γ ≈ 100 for TCWAE-MWS and γ ≈ 5 for TCWAE-GAN), better "
+                         "disentanglement is obtained without much deterioration in reconstruction'"),
+            Claim("(4, Figure 6d) TCWAEs achieve a lower MMD to the prior than the WAE at the same λ = β = γ",
+                  *(f6 or ["VAE > VAE on mmd"]), table="Figure 6", need="most",
+                  source="Figure 6d; Section 4.3: 'While WAE seems to reconstruct slightly better, TCWAEs achieve better "
+                         "latent regularization (in a MMD sense) even if they are not train to minimize the MMD'")]
+
+def tcwae_claims(ctx) -> list[Claim]:
+    "Table 1a's claims and the sweeps' (not checked when the sweeps did not run)."
+    return [*CLAIMS, *sweep_claims(ctx)]
+
+GATES = (Gate("rec", "<", "rec_mean_image", "reconstructs better than the mean image (log summed cost)"),)
 
 # %% ../../nbs/41_tcwae_reproduction.ipynb #84ec6061
 FAMILY = dict(tcwae_mws=("TCWAE-MWS", "C0", "o"), tcwae_gan=("TCWAE-GAN", "C1", "s"), beta_tcvae=("β-TCVAE", "C2", "^"),
@@ -245,7 +299,7 @@ def tcwae_figures(ctx) -> dict:
 
 TCWAE = Paper(
     name="tcwae", title="TCWAE (Gaujac et al.)", scales=TCWAE_SCALES, tables=TABLES, data=load_tcwae_data,
-    evaluate=evaluate_tcwae, claims=CLAIMS, figures=(tcwae_figures,),
+    evaluate=evaluate_tcwae, claims=tcwae_claims, figures=(tcwae_figures,), learned=GATES,
     options=dict(sweep=None, data="dsprites", smallnorb_root=None, chairs_root=None, celeba_root=None),
     notes=lambda ctx: [
         "Adam lr 4e-4, betas (0.9, 0.999), eps 8e-4; discriminators " + str(ctx.cfg.get("objective")) + ", betas (0.5, 0.9). "
