@@ -188,6 +188,7 @@ body.jp-Notebook { margin: 0; }
 .site-nav { display: flex; justify-content: space-between; gap: 12px; padding: 8px 24px; font: 13px system-ui, sans-serif;
   border-bottom: 1px solid #eee; } .site-nav.bottom { border-top: 1px solid #eee; border-bottom: 0; margin-top: 24px; }
 .site-nav a { color: #1a4d8f; text-decoration: none; } .site-nav .site-section { color: #667; }
+.jp-OutputArea-output img { max-width: min(100%, 900px); height: auto; }
 @media (max-width: 800px) { #site-sidebar { position: static; width: auto; } #site-main { margin-left: 0; } }
 """
 
@@ -246,10 +247,11 @@ def _exporter():
 
 
 def build(notebooks: list[Path], out: Path, execute: bool = True, full: bool = True, flags: set[str] = frozenset(),
-          timeout: int = 900) -> list[dict]:
+          timeout: int = 900, keep_going: bool = False) -> list[dict]:
     """Render `notebooks` into `out` in the course's order: one HTML page each (sidebar, previous / next), MathJax in
     `out/mathjax`, index.html (the contents by section) and pages.json; returns one dict per page. `full=True` runs
-    the notebooks at reader settings, `full=False` with `IN_TEST=1` (their small settings)."""
+    the notebooks at reader settings, `full=False` with `IN_TEST=1` (their small settings). A notebook that fails
+    raises, unless `keep_going`: then its page shows the outputs up to the error and its dict has `error`."""
     import nbformat
     from nbclient import NotebookClient
     t_all = time.perf_counter()
@@ -270,9 +272,14 @@ def build(notebooks: list[Path], out: Path, execute: bool = True, full: bool = T
             t0 = time.perf_counter()
             path = p.pop("path")
             nb = prepare(nbformat.read(path, as_version=4), set(flags))
+            error = None
             if execute:
-                NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                               resources={"metadata": {"path": str(path.parent)}}).execute()
+                try:
+                    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                   resources={"metadata": {"path": str(path.parent)}}).execute()
+                except Exception as e:  # the page shows the outputs up to the failing cell (its traceback included)
+                    if not keep_going: raise
+                    error = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
             nb = for_readers(nb)
             root = "../" * p["page"].count("/")
             site = dict(mathjax=MATHJAX.replace("{root}", root), css=CSS, sidebar=sidebar(pages, p, root),
@@ -282,7 +289,9 @@ def build(notebooks: list[Path], out: Path, execute: bool = True, full: bool = T
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_text(body, encoding="utf-8")
             p.update(seconds=round(time.perf_counter() - t0, 1), figures=body.count("src=\"data:image/png"))
-            print(f"{p['notebook']}: {p['seconds']} s, {p['figures']} figures", flush=True)
+            if error: p["error"] = error
+            print(f"{p['notebook']}: {p['seconds']} s, {p['figures']} figures" + (f"; FAILED: {error}" if error else ""),
+                  flush=True)
     finally:
         for k, v in env_before.items():
             if v is None: os.environ.pop(k, None)
@@ -330,8 +339,10 @@ def main(argv=None) -> int:
     if missing: print(f"error: no such notebook: {', '.join(missing)}", file=sys.stderr); return 2
     t0 = time.perf_counter()
     pages = build(nbs, Path(a.out), execute=not a.no_execute, full=not a.test_settings, flags=set(a.flags.split()),
-                  timeout=a.timeout)
+                  timeout=a.timeout, keep_going=True)
     print(f"{len(pages)} pages in {time.perf_counter() - t0:.0f} s; open {Path(a.out) / 'index.html'}")
+    failed = [p["notebook"] for p in pages if p.get("error")]
+    if failed: print(f"error: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr); return 1
     return 0
 
 
