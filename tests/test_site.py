@@ -126,3 +126,20 @@ def test_widget_pages_show_the_static_face(tmp_path, clean_env, monkeypatch):
     text = (tmp_path / "site" / "explorer.html").read_text()
     assert pages[0]["figures"] == 2, "one picture per widget"
     assert "widget-view+json" not in text and "widget-state" not in text and "HBox(children" not in text
+
+
+def test_a_failing_notebook_is_reported_not_hidden(tmp_path, clean_env, monkeypatch, capsys):
+    "The command builds every page, shows the error on the failing one, lists it and exits 1."
+    for k, v in clean_env.items(): monkeypatch.setenv(k, v)
+    nb = v4.new_notebook(cells=[v4.new_markdown_cell("# Broken"), v4.new_code_cell("print('before')"),
+                                v4.new_code_cell("1 / 0"), v4.new_code_cell("print('never')")])
+    nb.metadata["kernelspec"] = dict(name="python3", display_name="Python 3", language="python")
+    path = tmp_path / "broken.ipynb"; nbformat.write(nb, str(path))
+    assert site.main([str(path), "--out", str(tmp_path / "site")]) == 1
+    assert "1 notebook(s) failed: broken.ipynb" in capsys.readouterr().err
+    text = (tmp_path / "site" / "broken.html").read_text()
+    assert "<pre>before" in text and "ZeroDivisionError" in text and "<pre>never" not in text, "outputs up to the error"
+    meta = json.loads((tmp_path / "site" / "pages.json").read_text())
+    assert "ZeroDivisionError" in meta["pages"][0]["error"]
+    with pytest.raises(Exception, match="ZeroDivisionError"): site.build([path], tmp_path / "site2")
+    assert site.main([str(tmp_path / "missing.ipynb")]) == 2
