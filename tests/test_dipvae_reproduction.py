@@ -110,3 +110,13 @@ def test_tradeoff_claim_on_a_sweep():
     assert judge_claim(c, vals, floors=fl)["verdict"] == "holds"            # β=64 is over the budget
     assert judge_claim(R.tradeoff_claim(ctx, budget=3.0), vals, floors=fl)["verdict"] == "fails"   # now β=64 counts
     assert c.ours and c.source
+
+
+def test_zdiff_on_attributes():
+    "CelebA Z-diff (our protocol): chance on codes that ignore the attributes, far above it on codes that carry four of ten."
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 2, (2000, 10))
+    z = rng.normal(size=(2000, 8)); z[:, :4] += 3 * a[:, :4]
+    assert R.zdiff_attributes(rng.normal(size=(2000, 8)), a, 0, 64, 500, 400) == pytest.approx(10, abs=4)
+    assert R.zdiff_attributes(z, a, 0, 64, 500, 400) > 35
+    assert np.isnan(R.zdiff_attributes(z, np.zeros((2000, 3), int)))         # no attribute with both values: not scored
