@@ -116,10 +116,11 @@ def _bool_index(idx) -> bool:
     return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
 
 def _caller() -> str:
-    "' (file:line in function)' of the innermost disentbook frame outside the engine: where an objective reads the host."
+    "' (file:line in function)' of the innermost frame outside torch, the standard library and the engine: the objective's line."
     import traceback
+    skip = (str(Path(torch.__file__).parent), str(Path(contextlib.__file__).parent), __file__)
     for f in reversed(traceback.extract_stack()[:-2]):
-        if "disentbook" in f.filename and not f.filename.endswith("engine.py"):
+        if not f.filename.startswith(skip) and f.filename != __file__:
             return f" ({'/'.join(Path(f.filename).parts[-2:])}:{f.lineno} in {f.name})"
     return ""
 

@@ -163,10 +163,19 @@ class PairSampler(Sampler):
         out[:, self.cols] = torch.where(flip, (old + shift) % self.sizes, old)
         return out
 
+    def _factors(self, b: int, generator: torch.Generator) -> torch.Tensor:
+        "`data.sample_factors(b, generator)` (the same numbers), with the factor sizes a device tensor made once."
+        if type(self.data).sample_factors is not GroundTruthData.sample_factors: return self.data.sample_factors(b, generator)
+        if "_fsizes" not in self.__dict__: self._fsizes = torch.tensor(self.data.factor_sizes, device=self.device)
+        u = torch.rand(b, len(self._fsizes), generator=generator, device=self.device, dtype=torch.float64)
+        return torch.minimum((u * self._fsizes).long(), self._fsizes - 1)
+
     def sample(self, batch_size: int, generator: torch.Generator) -> dict:
         b = self._check(batch_size, generator)
-        f = self.data.sample_factors(b, generator)
-        allowed = self._ks[self._ks <= self.k_max()]
+        f = self._factors(b, generator)
+        kmax, cache = self.k_max(), self.__dict__.setdefault("_allowed", {})
+        if kmax not in cache: cache[kmax] = torch.tensor([v for v in self.ks if v <= kmax], device=self.device)
+        allowed = cache[kmax]                     # made once per k_max on the device: no host sync per batch
         k = allowed[torch.randint(len(allowed), (b,), generator=generator, device=self.device)]
         f2 = self.change(f, k, generator)
         self.step += 1

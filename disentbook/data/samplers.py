@@ -58,11 +58,23 @@ def _place(data, device, materialize: bool | None):
 class SingleSampler(Sampler):
     """Uniform batches from one dataset: keys `x` and `factors` (ground truth) or `labels` (labelled images).
     `materialize`: None (default) materialises a ground-truth set on an accelerator or when small, else renders
-    batches on the fly; True / False force it."""
+    batches on the fly; True / False force it. For a materialised ground-truth set the factor sizes and the row
+    strides are device tensors made once here, so a batch is a few kernels with no host-to-device copy (the same
+    numbers as `data.sample_factors` and `data._observations`)."""
     def __init__(self, data, device=None, materialize: bool | None = None):
         super().__init__(device); self.data = _place(data, self.device, materialize)
+        d, self._grid = self.data, None
+        if (isinstance(d, GroundTruthData) and getattr(d, "_images", None) is not None
+                and type(d).sample_factors is GroundTruthData.sample_factors
+                and type(d)._observations is GroundTruthData._observations):
+            self._grid = (torch.tensor(d.factor_sizes, device=self.device), d._strides(self.device))
     def sample(self, batch_size: int, generator: torch.Generator) -> dict:
-        return self._draw(self.data, self._check(batch_size, generator), generator)
+        b = self._check(batch_size, generator)
+        if self._grid is None or generator.device.type != self.device.type: return self._draw(self.data, b, generator)
+        sizes, strides = self._grid
+        u = torch.rand(b, len(sizes), generator=generator, device=self.device, dtype=torch.float64)
+        f = torch.minimum((u * sizes).long(), sizes - 1)
+        return {"x": to_float_images(self.data._images[(f * strides).sum(1)]), "factors": f}
 
 # %% ../../nbs/01c_samplers.ipynb #590d91bc
 class TargetBackgroundSampler(Sampler):

@@ -83,16 +83,24 @@ def mws_log_densities(z, mu, logvar, dataset_size: int) -> tuple[torch.Tensor, t
     c = math.log(_dataset_size(dataset_size, len(z), "mws") * len(z))
     return torch.logsumexp(lp.sum(2), 1) - c, (torch.logsumexp(lp, 1) - c).sum(1)
 
+_MSS_WEIGHTS: dict = {}
+
 def mss_log_weights(batch_size: int, dataset_size: int, dtype=torch.float32, device=None) -> torch.Tensor:
-    "`(B, B)` log-weights of minibatch-stratified sampling (rows sum to 1): 1/N on the diagonal, (N-M)/(NM) after it, 1/M elsewhere; M = B - 1."
+    """`(B, B)` log-weights of minibatch-stratified sampling (rows sum to 1): 1/N on the diagonal, (N-M)/(NM) after it,
+    1/M elsewhere; M = B - 1. Built on `device` once per (B, N, dtype, device) and cached (read-only: do not modify it),
+    so a training step makes no host-to-device copy for it (and a captured CUDA graph can hold it)."""
     B = int(batch_size)
     if B < 2: raise InputError(f"MSS needs a batch of at least 2, got {B}")
     N, M = _dataset_size(dataset_size, B, "mss"), B - 1
-    w = torch.full((B, B), 1.0 / M, dtype=torch.float64)
-    i = torch.arange(B)
-    w[i, i] = 1.0 / N
-    w[i, (i + 1) % B] = (N - M) / (N * M)
-    return w.log().to(dtype=dtype, device=device)
+    dev = torch.device("cpu" if device is None else device)
+    key = (B, N, dtype, dev)
+    if key not in _MSS_WEIGHTS:
+        w = torch.full((B, B), 1.0 / M, dtype=torch.float64, device=dev)
+        i = torch.arange(B, device=dev)
+        w[i, i] = 1.0 / N
+        w[i, (i + 1) % B] = (N - M) / (N * M)
+        _MSS_WEIGHTS[key] = w.log().to(dtype)
+    return _MSS_WEIGHTS[key]
 
 def mss_log_densities(z, mu, logvar, dataset_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     "Minibatch-stratified sampling: `(log q(z_i), log prod_d q_d(z_id))`, each `(B,)`, with the weights of `mss_log_weights`."

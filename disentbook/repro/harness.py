@@ -491,7 +491,8 @@ def _probe(paper, cfg, data, model_config, members: list[dict], train: TrainConf
 def _predict(sup: dict, k: int, device: torch.device) -> tuple[str, str, bool]:
     "(mode, why, vmapped) a group of `k` runs will train in on `device`, from its `step_support`."
     if device.type != "cuda":
-        how = f"its {k} runs as one vmapped ensemble" if sup["vmap"] and k > 1 else "run by run"
+        how = f"its {k} runs as one vmapped ensemble" if sup["vmap"] and k > 1 else "run by run" + (
+            f" (not vmappable: {sup['replay'] or sup['host']})" if not sup["vmap"] else "")
         return "eager", f"CUDA graphs need a CUDA device; on {device} {how}", sup["vmap"]
     if sup["vmap"] and sup["capture"]:
         return ("captured_ensemble" if k > 1 else "captured_single"), \
@@ -538,13 +539,12 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
                                    objective=j0["spec"]["objective"], paper=j0["paper"], dataset=j0["dataset"]))
     return groups
 
-def _engine_mode(r: dict, vmapped: bool) -> dict:
-    "The `mode` record of a run from its engine summary."
+def _engine_mode(r: dict, group_why: str) -> dict:
+    "The `mode` record of a run from its engine summary and its group's predicted why."
     k = int(r.get("members", 1))
-    if r["mode"] == "captured": name = "captured_ensemble" if vmapped and k > 1 else "captured_single"
-    else: name = "eager"
-    why = r.get("why") or (f"{k} run(s) vmapped and captured as one CUDA graph" if vmapped else "captured alone")
-    return dict(mode=name, members=k if vmapped else 1, why=why)
+    name = ("captured_ensemble" if k > 1 else "captured_single") if r["mode"] == "captured" else "eager"
+    why = "; ".join(dict.fromkeys(w for w in (r.get("why"), group_why) if w))
+    return dict(mode=name, members=k, why=why)
 
 def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[dict]:
     """Train `jobs` with the engine, group by group (`group_jobs`): a vmappable group as one ensemble (captured on CUDA),
@@ -583,7 +583,7 @@ def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[di
         for i, r, w in zip(idx, out, wall):
             if r["status"] != "ok": raise NonFiniteLossError(f"run {r['name']}: {r['error']}")
             c = run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])
-            res[i] = _evaluate_run(jobs[i], data, c, r["trainer"], w, _engine_mode(r, g["vmap"]))
+            res[i] = _evaluate_run(jobs[i], data, c, r["trainer"], w, _engine_mode(r, g["why"]))
     return res
 
 # %% ../../nbs/08_harness.ipynb #b819e035
