@@ -1,0 +1,71 @@
+"""tools/gpu_campaign.py on a CPU (`--device cpu --tiny`, smoke scale): stages pack what they return into a results
+folder that travels (<= 8 files, <= 16 MiB each), each names its device, later stages read earlier ones (the bench's
+table for the papers' plans), and the bad inputs are one-line errors. The other paper stages and `tests` run the same
+code; `python3 tools/gpu_campaign.py --all --device cpu --tiny` runs them all (minutes)."""
+import importlib.util, json, sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("gpu_campaign", ROOT / "tools" / "gpu_campaign.py")
+G = importlib.util.module_from_spec(spec); spec.loader.exec_module(G)
+
+
+def test_list_and_bad_inputs(capsys, tmp_path):
+    assert G.main(["--list", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert [l.split()[0] for l in out.splitlines()] == list(G.STAGES) and "not run" in out
+    assert G.main(["--stage", "bench", "--device", "cpu", "--results", str(tmp_path)]) == 2        # cpu without --tiny
+    assert "add --tiny" in capsys.readouterr().err
+    assert G.main(["--results", str(tmp_path)]) == 2
+    assert "--stage NAME, --next or --all" in capsys.readouterr().err
+    if not torch.cuda.is_available():                                                              # a GPU stage here
+        assert G.main(["--stage", "dipvae", "--results", str(tmp_path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "needs a CUDA GPU" in err and "--device cpu --tiny" in err
+    assert G.main(["--wheels", "--dry-run"]) == 0
+    cmd = capsys.readouterr().out
+    assert "pip download --no-deps --only-binary=:all: --python-version 3.12" in cmd and "POT==" in cmd and "/.whl" in cmd
+
+
+def test_limits_of_the_results_folder(tmp_path):
+    for i in range(9): (tmp_path / f"f{i}.tar.gz").write_bytes(b"x")
+    with pytest.raises(G.CampaignError, match="9 files; at most 8"): G.check_limits(tmp_path)
+    for i in range(2, 9): (tmp_path / f"f{i}.tar.gz").unlink()
+    (tmp_path / "f1.tar.gz").write_bytes(b"x" * (G.MAX_FILE + 1))
+    with pytest.raises(G.CampaignError, match="over 16 MiB"): G.check_limits(tmp_path)
+    assert len({G.ARCHIVE[s] for s in G.STAGES}) <= G.MAX_FILES
+
+
+def test_tiny_campaign_bench_paper_pretrained(capsys, tmp_path):
+    res, out = tmp_path / "results", tmp_path / "out"
+    for stage in ("bench", "vae", "pretrained"):
+        assert G.main(["--stage", stage, "--device", "cpu", "--tiny", "--results", str(res), "--out", str(out)]) == 0, \
+            capsys.readouterr().out[-3000:]
+    files = sorted(p.name for p in res.iterdir())
+    assert files == ["checks.tar.gz", "pretrained.tar.gz", "vae.tar.gz"] and sorted(p.name for p in out.iterdir()) == files
+    G.check_limits(res)
+    for stage in ("bench", "vae", "pretrained"):
+        rec = G.stage_record(res, stage)
+        assert rec["status"] == "ok" and rec["device"].startswith("cpu") and rec["tiny"], rec
+    checks = G.read_archive(res / "checks.tar.gz")
+    table = json.loads(checks["bench/throughput.json"])
+    assert table["measured"] and table["tiny"] and {r["mode"] for r in table["rows"]} == {"eager", "captured_single",
+                                                                                          "captured_ensemble"}
+    vae = G.read_archive(res / "vae.tar.gz")
+    assert vae["vae/report.md"].decode().startswith("Measured on: cpu")
+    assert any(k.endswith("/eval.json") for k in vae) and any(k.endswith("history.csv") for k in vae)
+    assert not any(k.endswith(".pt") for k in vae)                                       # no checkpoint travels
+    log = vae["vae/log.txt"].decode()
+    assert "--plan" in log and "measured" in log                                         # the plan read the bench's table
+    pre = G.read_archive(res / "pretrained.tar.gz")
+    card = json.loads(pre["pretrained/assets/beta_vae_b1.json"])
+    assert "pretrained/assets/beta_vae_b1.pt" in pre and card["dtype"] == "float16" and card["metrics"]
+    assert card["train"]["device"].startswith("cpu") and card["recipe"].endswith("--stage pretrained")
+    assert G.main(["--stage", "vae", "--device", "cpu", "--tiny", "--results", str(res)]) == 0  # done: not run again
+    assert "is done" in capsys.readouterr().out
+    assert G.main(["--list", "--results", str(res)]) == 0
+    listed = capsys.readouterr().out
+    assert "vae" in listed and "ok (" in listed and "tests        not run" in listed

@@ -1,0 +1,359 @@
+"""One campaign for a short GPU slot (issue 22): stages of at most 9 minutes, one command each, each packing what it
+returns into one archive of a small results folder, from which the next stage resumes.
+
+    python3 tools/gpu_campaign.py --list                       # the stages, in order, with what each runs
+    python3 tools/gpu_campaign.py --stage bench                # one stage on the GPU (results: results/gpu_campaign/)
+    python3 tools/gpu_campaign.py --next                       # the first stage not done yet
+    python3 tools/gpu_campaign.py --all --device cpu --tiny    # every stage end to end on a CPU (smoke scale): a rehearsal
+    python3 tools/gpu_campaign.py --wheels                     # download the wheels the GPU machine lacks into .whl/
+    python3 tools/gpu_campaign.py --unpack                     # GPU results into the checkout (table, reports, models)
+
+Stages: `tests` (the CUDA tests: every test marked to skip without CUDA), `bench` (benchmarks/bench_gpu.py: the
+measured throughput table), one per paper (`vae`, `dipvae`, `tcwae`, `contrastive`, `refvae`, `invariance`: its `gpu`
+reproduction, after `reproduce --plan` has checked that it fits a stage on the measured table when there is one), and
+`pretrained` (tools/train_pretrained.py's recipes retrained at GPU lengths, packaged as fp16 weights and cards).
+
+The results folder (`--results`, default results/gpu_campaign) holds at most 8 files of at most 16 MiB, 64 MiB in all,
+so that it travels to a GPU machine and back whole: `checks.tar.gz` (tests and bench), one `<paper>.tar.gz` per paper
+(report, metrics.json, table.csv, figures, every run's eval.json, settings.json and history.csv; no checkpoint) and
+`pretrained.tar.gz` (fp16 weights, cards, training histories). Every archive holds `<stage>/stage.json` (status, device
+name, torch, seconds, command); a stage is done when its stage.json says `ok`, and a stage cut short leaves its
+archive with status `timeout` or `failed` and is run again. Each stage runs under a 9-minute limit (`--limit`), so a job
+limit or a disconnect loses one stage at most; every report in an archive starts with the device it ran on.
+
+On a GPU machine that can reach no package index, the packages it lacks travel as wheels (`--wheels`; README of
+benchmarks/ says how to carry them): POT (the contrastive paper's exact optimal transport, `ot.emd`) is the one the
+stages need; ipywidgets and its dependencies only for the CUDA test of the widgets (without them that file is
+reported as not collected).
+
+A GPU stage without a GPU (and without `--device cpu`) is a one-line error saying what to do (exit status 2).
+"""
+from __future__ import annotations
+import argparse, contextlib, datetime, io, json, os, platform, shutil, subprocess, sys, tarfile, tempfile, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPERS = ("vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance")
+STAGES = ("tests", "bench", *PAPERS, "pretrained")
+ARCHIVE = {"tests": "checks", "bench": "checks", **{p: p for p in PAPERS}, "pretrained": "pretrained"}
+LIMIT_S = 9 * 60                       # one stage, one command
+MAX_FILES, MAX_FILE, MAX_TOTAL = 8, 16 * 2**20, 64 * 2**20
+# packages the GPU image lacks (its list: /work/.library/device/KINDS.md), as pip names
+WHEELS_REQUIRED = ("POT",)
+WHEELS_OPTIONAL = ("ipywidgets", "comm", "ipython", "ipython-pygments-lexers", "traitlets", "widgetsnbextension",
+                   "jupyterlab-widgets", "decorator", "jedi", "parso", "matplotlib-inline", "pexpect", "ptyprocess",
+                   "prompt-toolkit", "wcwidth", "stack-data", "executing", "asttokens", "pure-eval")
+WHEEL_DIR = ".whl"
+WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+                   "manylinux1_x86_64")
+# pretrained recipes at GPU lengths (steps, batch size); the CPU recipes train 800-1000 steps at batch 32
+PRETRAINED_GPU = {"beta_vae_b1": (8000, 64), "beta_vae_b4": (8000, 64), "dip_vae_i": (8000, 64), "dip_vae_ii": (8000, 64),
+                  "factor_vae": (8000, 64), "tcwae_mws": (8000, 64), "contrastive_w2": (4000, 64), "srb_vae": (4000, 36),
+                  "swap_invariance": (4000, 64)}
+WHAT = {"tests": "python -m pytest tests (only the tests that skip without CUDA)",
+        "bench": "python benchmarks/bench_gpu.py (writes the measured throughput table)",
+        **{p: f"disentbook reproduce {p} --scale gpu (smoke with --tiny), after --plan" for p in PAPERS},
+        "pretrained": "tools/train_pretrained.py's recipes at GPU lengths, fp16 weights + cards"}
+
+
+class CampaignError(Exception):
+    "A one-line error for the user (exit status 2)."
+
+
+def pytest_collection_modifyitems(config, items):
+    "As a pytest plugin (`-p gpu_campaign`): keep only the tests marked to skip without CUDA."
+    keep = [it for it in items if any(m.name == "skipif" and "cuda" in str(m.kwargs.get("reason", "")).lower()
+                                      for m in it.iter_markers())]
+    config.hook.pytest_deselected(items=[it for it in items if it not in keep])
+    items[:] = keep
+
+
+# ---------------------------------------------------------------- the results folder
+def archive_path(results: Path, stage: str) -> Path:
+    return Path(results) / f"{ARCHIVE[stage]}.tar.gz"
+
+
+def read_archive(path: Path) -> dict:
+    "{member name: bytes} of an archive (empty when it does not exist)."
+    if not Path(path).is_file(): return {}
+    with tarfile.open(path, "r:gz") as t:
+        return {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
+
+
+def write_archive(path: Path, files: dict):
+    "Write {name: bytes} as a gzipped tar, atomically."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tarfile.open(tmp, "w:gz") as t:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name); info.size = len(data); info.mtime = int(time.time())
+            t.addfile(info, io.BytesIO(data))
+    os.replace(tmp, path)
+
+
+def stage_record(results: Path, stage: str) -> dict | None:
+    "The stage.json of `stage` in the results folder, or None."
+    raw = read_archive(archive_path(results, stage)).get(f"{stage}/stage.json")
+    return json.loads(raw) if raw else None
+
+
+def done(results: Path, stage: str) -> bool:
+    r = stage_record(results, stage)
+    return bool(r) and r.get("status") == "ok"
+
+
+def check_limits(results: Path):
+    "The results folder must travel: at most 8 files, each <= 16 MiB, <= 64 MiB in all."
+    files = [p for p in Path(results).iterdir() if p.is_file()] if Path(results).is_dir() else []
+    if len(files) > MAX_FILES: raise CampaignError(f"{results} holds {len(files)} files; at most {MAX_FILES} travel")
+    big = [f"{p.name} ({p.stat().st_size / 2**20:.1f} MiB)" for p in files if p.stat().st_size > MAX_FILE]
+    if big: raise CampaignError(f"{', '.join(big)} in {results}: over {MAX_FILE // 2**20} MiB")
+    total = sum(p.stat().st_size for p in files)
+    if total > MAX_TOTAL: raise CampaignError(f"{results} holds {total / 2**20:.1f} MiB; at most {MAX_TOTAL // 2**20} travel")
+
+
+# ---------------------------------------------------------------- environment
+def device_name(device: str) -> str:
+    import torch
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} (torch {torch.__version__}, CUDA {torch.version.cuda})"
+    return f"cpu: {platform.processor() or platform.machine()} (torch {torch.__version__}, {os.cpu_count()} cores)"
+
+
+def require_gpu(stage: str, device: str):
+    import torch
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise CampaignError(f"stage {stage!r} needs a CUDA GPU and none is visible here; run it on the GPU machine "
+                            "(benchmarks/README.md, 'GPU campaign'), or rehearse it on a CPU with --device cpu --tiny")
+
+
+def run(cmd: list[str], log: list[str], limit: float, env: dict | None = None) -> tuple[int, float]:
+    "Run `cmd` (in the checkout) under `limit` seconds; its output appended to `log`; (return code, seconds)."
+    t0 = time.perf_counter()
+    e = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(
+        [str(ROOT), str(ROOT / "tools"), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]), **(env or {}))
+    log.append("$ " + " ".join(cmd))
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, env=e, capture_output=True, text=True, timeout=max(limit, 1))
+        log.append(p.stdout[-20_000:] + p.stderr[-20_000:]); rc = p.returncode
+    except subprocess.TimeoutExpired as x:
+        out = (x.stdout or b"") + (x.stderr or b"")
+        log.append((out.decode(errors="replace") if isinstance(out, bytes) else out)[-20_000:] + f"\n[stopped at the {limit:.0f} s limit]")
+        rc = 124
+    return rc, time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------- the stages
+def stage_tests(a, work: Path, log: list) -> tuple[int, dict]:
+    junit = work / "junit.xml"
+    rc, _ = run([sys.executable, "-m", "pytest", "tests", "-p", "gpu_campaign", "--continue-on-collection-errors", "-q",
+                 "-rs", "-p", "no:cacheprovider", f"--junitxml={junit}"], log, a.remaining())
+    files = {"tests/junit.xml": junit.read_bytes()} if junit.exists() else {}
+    return (0 if rc in (0, 5) else rc), files                # 5: nothing collected (no CUDA test in this checkout)
+
+
+def stage_bench(a, work: Path, log: list) -> tuple[int, dict]:
+    out = work / "throughput.json"
+    cmd = [sys.executable, "benchmarks/bench_gpu.py", "--out", str(out)]
+    cmd += ["--device", "cpu", "--tiny"] if a.tiny else ["--device", a.device]
+    rc, _ = run(cmd, log, a.remaining())
+    return rc, ({"bench/throughput.json": out.read_bytes()} if out.exists() else {})
+
+
+def measured_table(a) -> Path | None:
+    "The throughput table the bench stage returned (measured on this campaign's GPU), written where --plan can read it."
+    raw = read_archive(archive_path(a.results, "bench")).get("bench/throughput.json")
+    if not raw: return None
+    t = json.loads(raw)
+    if t.get("tiny") and not a.tiny: return None                 # a CPU rehearsal's table says nothing about the GPU
+    p = Path(tempfile.mkdtemp(prefix="campaign_table_")) / "throughput.json"; p.write_bytes(raw)
+    return p
+
+
+def stage_paper(a, work: Path, log: list, name: str) -> tuple[int, dict]:
+    scale = "smoke" if a.tiny else "gpu"
+    out = work / f"{name}-{scale}"
+    env = {}
+    table = measured_table(a)
+    if table is not None: env["DISENTBOOK_THROUGHPUT"] = str(table)
+    base = [sys.executable, "-m", "disentbook", "reproduce", name, "--scale", scale, "--device", a.device]
+    rc, _ = run(base + ["--plan"], log, 120, env)                 # within its budget on the measured (or anchor) table
+    if rc != 0: return rc, {}
+    cmd = base + ["--out", str(out), "--overwrite"] + (["--threads", "1"] if a.device == "cpu" else [])
+    rc, _ = run(cmd, log, a.remaining(), env)
+    return rc, collect_report(out, name, a.device_name)
+
+
+def collect_report(out: Path, name: str, device: str) -> dict:
+    "The files of a reproduction worth bringing back (no checkpoint); report.md names the device."
+    files = {}
+    if not out.is_dir(): return files
+    for p in sorted(out.rglob("*")):
+        if not p.is_file(): continue
+        rel = p.relative_to(out).as_posix()
+        if rel in ("metrics.json", "table.csv") or (p.suffix == ".png" and "/" not in rel) or \
+           (rel.startswith("runs/") and p.name in ("eval.json", "settings.json", "history.csv")):
+            files[f"{name}/{rel}"] = p.read_bytes()
+    rep = out / "report.md"
+    if rep.exists():
+        files[f"{name}/report.md"] = (f"Measured on: {device}; tools/gpu_campaign.py stage {name!r}, "
+                                      f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.\n\n"
+                                      + rep.read_text()).encode()
+    return files
+
+
+def stage_pretrained(a, work: Path, log: list) -> tuple[int, dict]:
+    "Each recipe trained at its GPU length (`train_job`, the `disentbook train` path), packaged by train_pretrained.py."
+    names = a.recipes or (["beta_vae_b1"] if a.tiny else list(PRETRAINED_GPU))
+    code = f"""
+import json, sys, time
+sys.path.insert(0, {str(ROOT / 'tools')!r})
+import train_pretrained as TP
+from pathlib import Path
+from disentbook.cli import train_job
+GPU = {json.dumps({n: PRETRAINED_GPU[n] for n in names})}
+tiny, device, dev_name = {a.tiny!r}, {a.device!r}, {a.device_name!r}
+runs, dest = Path({str(work / 'runs')!r}), Path({str(work / 'pretrained')!r})
+for name, (steps, batch) in GPU.items():
+    if tiny: steps, batch = 4, 8
+    method, dataset, params, data_params, _ = TP.RECIPES[name]
+    st = dict(TP.settings(name), steps=steps, batch_size=batch)
+    t0 = time.perf_counter()
+    res = train_job(method=method, dataset=dataset, params=params, steps=steps, batch_size=batch, lr=st["lr"],
+                    latent_dim=st["latent_dim"], z_dim=st["z_dim"], s_dim=st["s_dim"], hidden=st["hidden"],
+                    out_dir=runs / name, device=device, seed=TP.SEED, data_params=data_params, evaluate=False,
+                    overwrite=True)
+    trained = dict(seconds=round(time.perf_counter() - t0, 1), steps=res["steps"])
+    TP.settings = (lambda f, n0, s: (lambda n: dict(f(n), steps=s[0], batch_size=s[1]) if n == n0 else f(n)))(TP.settings, name, (steps, batch))
+    card = TP.package(name, runs, trained, dest)
+    card["train"]["device"] = dev_name
+    card["command"] = TP.command(name).replace("--device cpu --threads 1", "--device " + device)
+    card["recipe"] = "python3 tools/gpu_campaign.py --stage pretrained"
+    card["note"] = (f"GPU-length model: {{trained['steps']}} steps of batch {{batch}} in {{trained['seconds']:.0f}} s on "
+                    f"{{dev_name}}." + (f" Deviation: {{TP.DEVIATIONS[name]}}" if name in TP.DEVIATIONS else ""))
+    (dest / f"{{name}}.json").write_text(json.dumps(card, indent=1) + "\\n")
+    print(name, trained, flush=True)
+"""
+    rc, _ = run([sys.executable, "-c", code], log, a.remaining())
+    files = {}
+    for p in sorted((work / "pretrained").glob("*")) if (work / "pretrained").is_dir() else []:
+        files[f"pretrained/assets/{p.name}"] = p.read_bytes()
+    for p in sorted((work / "runs").glob("*/history.csv")) if (work / "runs").is_dir() else []:
+        files[f"pretrained/histories/{p.parent.name}.csv"] = p.read_bytes()
+    return rc, files
+
+
+def run_stage(a, stage: str) -> dict:
+    "Run one stage, pack its archive into the results folder (and `--out`), return its stage.json."
+    if not a.device.startswith("cpu"): require_gpu(stage, a.device)
+    a.device_name = device_name(a.device)
+    t0 = time.perf_counter()
+    a.remaining = lambda: max(a.limit - (time.perf_counter() - t0), 1)
+    log = []
+    with tempfile.TemporaryDirectory(prefix=f"campaign_{stage}_") as tmp:
+        work = Path(tmp)
+        fn = {"tests": stage_tests, "bench": stage_bench, "pretrained": stage_pretrained}.get(stage)
+        rc, files = fn(a, work, log) if fn else stage_paper(a, work, log, stage)
+    seconds = time.perf_counter() - t0
+    status = "ok" if rc == 0 else "timeout" if rc == 124 else "failed"
+    rec = dict(stage=stage, status=status, returncode=rc, device=a.device_name, tiny=bool(a.tiny), seconds=round(seconds, 1),
+               limit_s=a.limit, finished=f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S} UTC",
+               command=f"python3 tools/gpu_campaign.py --stage {stage}" + (" --device cpu --tiny" if a.tiny else ""),
+               files=sorted(files))
+    files[f"{stage}/stage.json"] = (json.dumps(rec, indent=1) + "\n").encode()
+    files[f"{stage}/log.txt"] = "\n".join(log)[-200_000:].encode()
+    path = archive_path(a.results, stage)
+    keep = {k: v for k, v in read_archive(path).items() if not k.startswith(f"{stage}/")}   # tests and bench share one
+    write_archive(path, keep | files)
+    if a.out is not None and Path(a.out).resolve() != Path(a.results).resolve():
+        Path(a.out).mkdir(parents=True, exist_ok=True); shutil.copy2(path, Path(a.out) / path.name)
+    check_limits(a.results)
+    print(f"stage {stage}: {status} in {seconds:.0f} s on {a.device_name} -> {path} ({path.stat().st_size / 2**20:.2f} MiB)",
+          flush=True)
+    if status != "ok": print("\n".join(log)[-3000:], flush=True)
+    return rec
+
+
+def unpack(a) -> int:
+    "Put what the GPU stages returned into the checkout: the throughput table, reports/<paper>-gpu/, the pretrained models."
+    n = 0
+    for stage in STAGES:
+        rec = stage_record(a.results, stage)
+        if not rec or rec["status"] != "ok" or rec.get("tiny"): continue         # a CPU rehearsal never lands in the checkout
+        for name, data in read_archive(archive_path(a.results, stage)).items():
+            top, _, rel = name.partition("/")
+            if top != stage or rel in ("stage.json", "log.txt") or rel.startswith("runs/") or rel.startswith("histories/"): continue
+            dest = (ROOT / "benchmarks" / "throughput.json" if rel == "throughput.json" else
+                    ROOT / "disentbook" / "assets" / "pretrained" / rel.split("/", 1)[1] if rel.startswith("assets/") else
+                    ROOT / "reports" / f"{stage}-gpu" / rel if stage in PAPERS else None)
+            if dest is None: continue
+            dest.parent.mkdir(parents=True, exist_ok=True); dest.write_bytes(data); n += 1
+            print(f"{stage}: {dest.relative_to(ROOT)}")
+    print(f"{n} files unpacked from {a.results}" if n else f"nothing to unpack in {a.results} (no GPU stage done)")
+    return 0
+
+
+def wheels(a) -> int:
+    "Download the wheels the GPU machine lacks (the versions installed here) into .whl/."
+    from importlib import metadata
+    names = list(WHEELS_REQUIRED) + (list(WHEELS_OPTIONAL) if a.optional else [])
+    pins = []
+    for n in names:
+        try: pins.append(f"{n}=={metadata.version(n)}")
+        except metadata.PackageNotFoundError: pins.append(n)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", a.python,
+           "--implementation", "cp", *[x for p in WHEEL_PLATFORMS for x in ("--platform", p)], "-d", str(ROOT / WHEEL_DIR), *pins]
+    print(" ".join(cmd), flush=True)
+    return 0 if a.dry_run else subprocess.call(cmd)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--stage", choices=STAGES, help="run one stage")
+    ap.add_argument("--next", action="store_true", help="run the first stage that is not done")
+    ap.add_argument("--all", action="store_true", help="run every stage not done yet, in order (a CPU rehearsal)")
+    ap.add_argument("--list", action="store_true", help="list the stages and whether each is done")
+    ap.add_argument("--wheels", action="store_true", help="pip download the wheels the GPU machine lacks into .whl/")
+    ap.add_argument("--unpack", action="store_true", help="put the GPU stages' results into the checkout (throughput table, "
+                                                          "reports/<paper>-gpu/, pretrained models)")
+    ap.add_argument("--optional", action="store_true", help="with --wheels: also ipywidgets and its dependencies")
+    ap.add_argument("--python", default="3.12", help="with --wheels: the GPU machine's Python version")
+    ap.add_argument("--dry-run", action="store_true", help="with --wheels: print the command only")
+    ap.add_argument("--device", default="cuda", help="cuda (the campaign) or cpu (a rehearsal)")
+    ap.add_argument("--tiny", action="store_true", help="smoke scale and tiny settings (with --device cpu: CI)")
+    ap.add_argument("--results", default=str(ROOT / "results" / "gpu_campaign"), help="the results folder")
+    ap.add_argument("--out", help="also copy the stage's archive here (on the GPU machine: $OUT)")
+    ap.add_argument("--limit", type=float, default=LIMIT_S, help="seconds one stage may take")
+    ap.add_argument("--recipes", nargs="+", help="pretrained: these recipes only")
+    ap.add_argument("--redo", action="store_true", help="run a stage again even when it is done")
+    a = ap.parse_args(argv)
+    a.results = Path(a.results)
+    try:
+        if a.wheels: return wheels(a)
+        if a.unpack: return unpack(a)
+        if a.list:
+            for s in STAGES:
+                r = stage_record(a.results, s)
+                state = f"{r['status']} ({r['seconds']:.0f} s on {r['device']})" if r else "not run"
+                print(f"{s:<12} {state:<60} {WHAT[s]}")
+            return 0
+        if a.device.startswith("cpu") and not a.tiny:
+            raise CampaignError("--device cpu runs the campaign's tiny rehearsal only: add --tiny (a CPU cannot train the gpu scale)")
+        todo = [a.stage] if a.stage else [s for s in STAGES if not done(a.results, s)]
+        if a.next: todo = todo[:1]
+        elif not (a.stage or a.all):
+            raise CampaignError("say what to run: --stage NAME, --next or --all (--list shows the stages)")
+        if a.stage and done(a.results, a.stage) and not a.redo:
+            print(f"stage {a.stage} is done ({archive_path(a.results, a.stage)}); --redo runs it again"); return 0
+        bad = 0
+        for s in todo: bad += run_stage(a, s)["status"] != "ok"
+        if not todo: print("every stage is done")
+        return 1 if bad else 0
+    except CampaignError as e:
+        print(f"gpu_campaign.py: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
