@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from disentbook.core import REPRODUCTIONS, InputError, paper_values
-from disentbook.repro.contrastive import CONTRASTIVE, CONTRASTIVE_SCALES, METHODS, contrastive_claims, load_dataset, reproduce_contrastive
+from disentbook.repro.contrastive import AFFECTNET_CLASSES, CONTRASTIVE, CONTRASTIVE_SCALES, METHODS, contrastive_claims, load_dataset, reproduce_contrastive
 from disentbook.repro.harness import judge_claim, paper_lookup, scale_config
 
 
@@ -109,7 +109,10 @@ def test_face_rows_from_user_files(tmp_path):
     assert len(tr.background) == len(ev.background) == 6 and tr.target.images.shape[1:] == (3, 64, 64)
     res = reproduce_contrastive("smoke", out_dir=tmp_path / "out", device="cpu", sweep=False, datasets=["AffectNet"],
                                 data_root=str(tmp_path / "data"))
-    assert set(res["results"]) == {"Table 1 (AffectNet)"} and set(res["results"]["Table 1 (AffectNet)"]) == {m["row"] for m in METHODS}
+    assert set(res["results"]) == {"Table 1 (AffectNet)", "Table 2"} and set(res["results"]["Table 1 (AffectNet)"]) == {m["row"] for m in METHODS}
+    assert res["results"]["Table 2"]["Ours (Eq. 8)"] == res["results"]["Table 1 (AffectNet)"]["Ours (Eq. 8)"]   # the same runs
+    acc = res["results"]["Table 2"]["Ours (Eq. 8)"][0]
+    assert all(0 <= acc[f"accuracy_{c}"] <= 1 for c in AFFECTNET_CLASSES)
     assert (tmp_path / "out" / "figure7_reconstructions_AffectNet.png").stat().st_size > 0
     assert "22.66" in (tmp_path / "out" / "report.md").read_text()          # AffectNet Eq. 8 CA_s of the paper
     ev = json.loads((tmp_path / "out" / "runs" / "AffectNet" / "ours_eq8" / "seed0" / "eval.json").read_text())["metrics"]
