@@ -93,3 +93,35 @@ def test_reproduce_options_reach_the_reproduction(capsys, tmp_path, monkeypatch)
     assert rc == 2 and "has no option colour; it accepts: sweep, celeba_root" in err and "\n" not in err.strip()
     rc, _, err = run(capsys, "reproduce", "echo", "--scale", "smoke", "-o", "sweep")
     assert rc == 2 and "expected KEY=VALUE" in err
+
+
+def test_pretrained_lists_the_shipped_models_with_their_cards(capsys):
+    import disentbook
+    names = disentbook.available_pretrained()                   # importable from the top level
+    assert "tcwae_mws" in names and "TCWAE" not in names
+    rc, out, err = run(capsys, "pretrained")
+    assert rc == 0, err
+    assert f"{len(names)} pretrained models" in out
+    for n in names:
+        card = disentbook.pretrained_card(n)
+        assert f"\n{n}: {card['method']}" in out and card["command"] in out    # each model with how it was trained
+    assert "mig/score/train" in out                              # and its recorded metrics
+    rc, out, _ = run(capsys, "pretrained", "tcwae_mws")
+    assert rc == 0 and json.loads(out)["name"] == "tcwae_mws"
+    rc, _, err = run(capsys, "pretrained", "TCWAE")
+    assert rc == 2 and "no pretrained model 'TCWAE'; shipped:" in err and "tcwae_mws" in err
+
+
+def test_reproduce_threads(capsys, tmp_path, monkeypatch):
+    import torch
+    from disentbook.core import REPRODUCTIONS
+    seen = {}
+    monkeypatch.setitem(REPRODUCTIONS, "echo", lambda scale="quick", out_dir=None, device=None, seed=0: seen.update(t=torch.get_num_threads()) or {})
+    before = torch.get_num_threads()
+    try:
+        rc, _, err = run(capsys, "reproduce", "echo", "--scale", "smoke", "--out", str(tmp_path / "r"), "--threads", "1")
+        assert rc == 0, err
+        assert seen["t"] == 1
+    finally: torch.set_num_threads(before)
+    with pytest.raises(SystemExit) as e: main(["reproduce", "echo", "--threads", "0"])
+    assert e.value.code == 2 and "expected an integer >= 1" in capsys.readouterr().err
