@@ -176,7 +176,7 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
 def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict | None = None, learned: dict | None = None,
                 floors: dict | None = None, alpha: float = ALPHA) -> dict:
     """Verdict of `claim` at `scale` with per-part tests: every part must hold (intersection-union) and a part fails after
-    Holm's correction across the parts (`need='most'`: more than half hold / fail after Holm). A scale below
+    Holm's correction across the parts (`need='most'`: more than half, m of k, hold / fail, each at level α m / k). A scale below
     `claim.min_scale` is 'not tested at this scale'; a row that did not learn (`learned` = `verdicts.learned_rows`) makes
     it 'not tested: model did not learn'."""
     parts = [judge_part(p, results, paper, alpha, (floors or {}).get(p["metric"], 0.0)) for p in claim.parts]
@@ -194,7 +194,9 @@ def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict |
             pws = [p["power"] for p in live]
             out["power"] = min(pws) if pws and all(x is not None for x in pws) else None
         else:
-            hph = holm(ph); nh, nf = int((hph < alpha).sum()), int((hpf < alpha).sum())
+            m = len(live) // 2 + 1                                      # 'most': at least m of the parts, each at alpha m / k
+            hph, hpf = np.minimum(1.0, ph * len(live) / m), np.minimum(1.0, pf * len(live) / m)
+            nh, nf = int((hph < alpha).sum()), int((hpf < alpha).sum())
             h, f = float(np.sort(hph)[len(live) // 2]), float(np.sort(hpf)[len(live) // 2])
             v = HOLDS if nh > len(live) / 2 else FAILS if nf > len(live) / 2 else INCONCLUSIVE
         for p, a, b in zip(live, hph, hpf):
@@ -856,6 +858,8 @@ def _claims(ctx) -> list[dict]:
             j.update(verdict=NOT_CHECKED, parts=[], why=f"{t.name} not run ({ctx.skipped.get(t.name, 'not in this call')})")
         else:
             j = judge_claim(c, ctx.values(t.name), ctx.scale, paper, _learned(ctx, t), {m.key: m.floor() for m in t.metrics})
+        if paper and not c.ours:                                        # the same judge on the paper's own table
+            j["on_paper"] = judge_claim(c, paper_seeds(paper, 5), "paper", paper)["verdict"]
         out.append(j | dict(table=t.name))
     return out
 
@@ -930,11 +934,14 @@ def claim_lines(claims: list[dict]) -> list[str]:
         src = "ours" if c.get("ours") else (f"paper: {c['source']}" if c.get("source") else "")
         L.append(f"- **{c['claim']}: {VERDICT_TEXT[c['verdict']]}**" + (f" ({src})" if src else "")
                  + (f" — likely cause: {c['note']}" if c.get("note") else ""))
-        if c.get("paper_note"): L.append(f"    - on the paper's own numbers: {c['paper_note']}")
+        if c.get("on_paper") not in (None, NOT_CHECKED):
+            L.append(f"    - on the paper's own table (its means, its std or ±10 %, 5 seeds): {c['on_paper']}"
+                     + (f" — {c['paper_note']}" if c.get("paper_note") else ""))
+        elif c.get("paper_note"): L.append(f"    - on the paper's own numbers: {c['paper_note']}")
         v = c["verdict"]
         if v == NOT_TESTED: continue
         if v == NOT_CHECKED:
-            why = c.get("why") or "; ".join(q["numbers"] for q in c["parts"] if q["verdict"] == NOT_CHECKED)
+            why = c.get("why") or "; ".join(dict.fromkeys(q["numbers"] for q in c["parts"] if q["verdict"] == NOT_CHECKED))
             if why: L.append(f"    - {why}")
             continue
         if v == NOT_LEARNED:
@@ -978,6 +985,7 @@ def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=No
     L += ["## The paper's claims, checked", ""] + claim_lines(claims) + [""]
     if p.sections: L += list(p.sections(ctx)) + [""]
     L += ["## Figures", ""] + [f"- `{f}`" for f in figs]
+    L += [f"- `{q.relative_to(ctx.out)}` (loss curves)" for q in sorted(ctx.out.glob("runs/*/*/seed*/losses.png"))]
     if ctx.skipped: L += ["", "## Not run", ""] + [f"- {t}: {why}" for t, why in ctx.skipped.items()]
     L += ["", "Per-run details (every metric, timings, final training terms): `metrics.json`, "
           "`runs/<dataset>/<model>/seed<k>/eval.json`."]

@@ -126,7 +126,7 @@ REFVAE_SCALES = dict(
                data=dict(source="embedded", size=28, n_reference=64, n_unlabelled=64, n_probe=80),
                model=dict(z_dim=4, e_dim=4, hidden=16, scale=0.5), objective=dict(disc_hidden=16), hparams=_H,
                eval=dict(n=32)),
-    quick=dict(seeds=3, train=_TRAIN(steps=900, lr=5e-4, log_every=25),    # the headline claims' rows only (the rest: gpu)
+    quick=dict(seeds=3, train=_TRAIN(steps=2400, lr=5e-4, log_every=50),    # the headline claims' rows only (the rest: gpu)
                rows=("DIP-VAE-I", "Rb-VAE", "sRb-VAE"),
                data=dict(source="embedded", size=28), model=dict(z_dim=8, e_dim=8, hidden=64, scale=0.5),
                objective=dict(disc_hidden=64), hparams=_H, eval=dict(n=500)),
