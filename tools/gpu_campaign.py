@@ -179,9 +179,25 @@ def stage_paper(a, work: Path, log: list, name: str) -> tuple[int, dict]:
     base = [sys.executable, "-m", "disentbook", "reproduce", name, "--scale", scale, "--device", a.device]
     rc, _ = run(base + ["--plan"], log, 120, env)                 # within its budget on the measured (or anchor) table
     if rc != 0: return rc, {}
-    cmd = base + ["--out", str(out), "--overwrite"] + (["--threads", "1"] if a.device == "cpu" else [])
+    eager = scale == "gpu" and eager_groups(name, scale, table)   # runs no step can capture: allowed, as planned
+    if eager: log.append(f"the plan trains {eager} group(s) eagerly (steps that cannot be captured): -o allow_eager=true")
+    cmd = base + ["--out", str(out), "--overwrite"] + (["--threads", "1"] if a.device == "cpu" else []) \
+        + (["-o", "allow_eager=true"] if eager else [])
     rc, _ = run(cmd, log, a.remaining(), env)
     return rc, collect_report(out, name, a.device_name)
+
+
+def eager_groups(name: str, scale: str, table: Path | None) -> int:
+    "How many groups of the reproduction's plan train eagerly (on the measured table when there is one)."
+    old = os.environ.get("DISENTBOOK_THROUGHPUT")
+    if table is not None: os.environ["DISENTBOOK_THROUGHPUT"] = str(table)
+    try:
+        sys.path.insert(0, str(ROOT))
+        from disentbook.repro.plan import plan
+        return sum(g["plan_mode"] == "eager" for g in plan(name, scale)["groups"])
+    finally:
+        if old is None: os.environ.pop("DISENTBOOK_THROUGHPUT", None)
+        else: os.environ["DISENTBOOK_THROUGHPUT"] = old
 
 
 def collect_report(out: Path, name: str, device: str) -> dict:

@@ -161,7 +161,7 @@ def _steps(g: dict) -> int:
 
 # %% ../../nbs/08b_plan.ipynb #4d381e70
 GPU_BUDGET_MINUTES = 20.0                      # the five papers' `gpu` scales together, on one H100 (issue 22)
-GPU_SHARES = dict(dipvae=4.0, tcwae=4.5, contrastive=3.0, refvae=3.0, invariance=5.5)   # their shares: 20 minutes
+GPU_SHARES = dict(dipvae=4.0, tcwae=4.5, contrastive=3.5, refvae=3.0, invariance=5.0)   # their shares: 20 minutes
 OTHER_GPU_BUDGETS = dict(vae=2.0)              # the β-VAE baseline beside the five papers
 STAGE_MINUTES = 9.0                            # one campaign stage (tools/gpu_campaign.py); a paper without a share
 
