@@ -169,7 +169,8 @@ def cmd_methods(args):
     print(f"{len(rows)} methods (`disentbook methods NAME` shows one with its parameters' help; "
           "set a parameter with `disentbook train --method NAME --param KEY=VALUE`)\n")
     for r in rows:
-        print(f"{r['method']}  [sampler: {r['sampler']}; model: {r['model']}" + (f"; needs: {r['needs']}" if r["needs"] != "-" else "") + "]")
+        print(f"{r['method']}  [sampler: {r['sampler']}; model: {r['model']}; default dataset: {r['dataset']}"
+              + (f"; needs: {r['needs']}" if r["needs"] != "-" else "") + "]")
         print(f"    paper: {r['paper']}")
         ps = OBJECTIVES[r["method"]].params
         print("    parameters: " + ("; ".join(f"{k}={p.default!r} ({p.range_text()})" for k, p in ps.items()) or "none"))
