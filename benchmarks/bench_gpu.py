@@ -25,7 +25,7 @@ numbers say nothing about a GPU. Targets on one H100 (issue 22): captured single
 ensembles >= 300,000 images/s aggregate.
 """
 from __future__ import annotations
-import argparse, contextlib, datetime, json, statistics, sys, tempfile, time
+import argparse, contextlib, datetime, json, os, statistics, sys, tempfile, time
 from pathlib import Path
 
 import torch
@@ -196,20 +196,42 @@ def main(argv=None) -> int:
           f"checkpoint every {a.ckpt_every} steps" + ("; TINY: these numbers say nothing about a GPU" if a.tiny or dev.type != "cuda" else ""),
           flush=True)
     t_start = time.perf_counter()
+    out = Path(a.out) if a.out else TABLE if dev.type == "cuda" and not a.tiny else \
+        ROOT / "results" / "bench_gpu" / f"throughput-{dev.type}.json"
     b = Bench(a, dev)
     cap = dev.type == "cuda"
     rows, reference = [], []
+
+    def table(partial: bool) -> dict:
+        return dict(format=1, device=name, measured=True, tiny=bool(a.tiny or dev.type != "cuda"), partial=partial,
+                    source=f"measured by benchmarks/bench_gpu.py on {name}",
+                    date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), torch=torch.__version__,
+                    command="python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                    batch_size=a.batch, window_steps=a.window, repeats=a.repeats, ckpt_every=a.ckpt_every,
+                    reference_family=P.family(b.mc, "beta_vae", METHODS["beta_vae"]),
+                    note="images/s aggregate over the group's members; median of the repeats (min, max beside it); the "
+                         "checkpoint share at ckpt_every is included ('without_checkpoints' leaves it out); precisions are "
+                         "strict fp32 (TF32 off) and bf16 autocast; the plan uses the bf16 rows (the harness's CUDA default)",
+                    seconds=round(time.perf_counter() - t_start, 1), rows=[r for r in rows if r.get("images_per_s")],
+                    failed=[r for r in rows if not r.get("images_per_s")], reference=reference)
+
+    def save(partial: bool = True):
+        "Written after every row, so that a run stopped at a time limit still leaves what it measured (partial: true)."
+        if not any(r.get("images_per_s") for r in rows): return
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp"); tmp.write_text(json.dumps(table(partial), indent=1) + "\n"); os.replace(tmp, out)
+
     for prec in a.precisions:
         reference.append(dict(family=P.family(b.mc, "beta_vae", METHODS["beta_vae"]), method="beta_vae", mode="bare eager loop",
                               group_size=1, precision=prec) | b.bare(prec))
         print(f"  beta_vae   bare eager loop    K=1    {prec:<5} {reference[-1]['images_per_s']:>12,.0f} images/s", flush=True)
         for m in a.methods:
-            rows.append(b.row(m, "eager", 1, prec, lambda: b.trainers(m, 1, prec)[0]))
+            rows.append(b.row(m, "eager", 1, prec, lambda: b.trainers(m, 1, prec)[0])); save()
             rows.append(b.row(m, "captured_single", 1, prec,
-                              lambda: engine.CapturedStep(b.trainers(m, 1, prec)[0], capture=cap, precision=prec)))
+                              lambda: engine.CapturedStep(b.trainers(m, 1, prec)[0], capture=cap, precision=prec))); save()
             for k in a.ks:
                 rows.append(b.row(m, "captured_ensemble", k, prec,
-                                  lambda: engine.Ensemble(b.trainers(m, k, prec), capture=cap, precision=prec)))
+                                  lambda: engine.Ensemble(b.trainers(m, k, prec), capture=cap, precision=prec))); save()
     ok = [r for r in rows if r.get("images_per_s")]
     print("\nratios (each precision against itself; captured / bare eager loop; target >= 3 for fp32 on an H100):")
     for prec in a.precisions:
@@ -223,22 +245,8 @@ def main(argv=None) -> int:
             stop = next((k for (k0, v0), (k, v) in zip(ens, ens[1:]) if v < 1.1 * v0), None)
             if ens: print(f"  {m} {prec}: best ensemble {max(v for _, v in ens):,.0f} images/s (target >= 300,000); "
                           + (f"throughput stops growing at K = {stop}" if stop else f"still grows at K = {ens[-1][0]}"))
-    table = dict(format=1, device=name, measured=True, tiny=bool(a.tiny or dev.type != "cuda"),
-                 source=f"measured by benchmarks/bench_gpu.py on {name}",
-                 date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), torch=torch.__version__,
-                 command="python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                 batch_size=a.batch, window_steps=a.window, repeats=a.repeats, ckpt_every=a.ckpt_every,
-                 reference_family=P.family(b.mc, "beta_vae", METHODS["beta_vae"]),
-                 note="images/s aggregate over the group's members; median of the repeats (min, max beside it); the "
-                      "checkpoint share at ckpt_every is included ('without_checkpoints' leaves it out); precisions are "
-                      "strict fp32 (TF32 off) and bf16 autocast; the plan uses the bf16 rows (the harness's CUDA default)",
-                 seconds=round(time.perf_counter() - t_start, 1), rows=ok, failed=[r for r in rows if not r.get("images_per_s")],
-                 reference=reference)
-    out = Path(a.out) if a.out else TABLE if dev.type == "cuda" and not a.tiny else \
-        ROOT / "results" / "bench_gpu" / f"throughput-{dev.type}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(table, indent=1) + "\n")
-    print(f"\n{len(ok)} rows ({len(rows) - len(ok)} failed) in {table['seconds']:.0f} s -> {out}")
+    save(partial=False)
+    print(f"\n{len(ok)} rows ({len(rows) - len(ok)} failed) in {time.perf_counter() - t_start:.0f} s -> {out}")
     return 0 if ok else 1
 
 

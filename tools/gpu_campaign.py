@@ -221,6 +221,12 @@ def collect_report(out: Path, name: str, device: str) -> dict:
 def stage_pretrained(a, work: Path, log: list) -> tuple[int, dict]:
     "Each recipe trained at its GPU length (`train_job`, the `disentbook train` path), packaged by train_pretrained.py."
     names = a.recipes or (["beta_vae_b1"] if a.tiny else list(PRETRAINED_GPU))
+    before = read_archive(archive_path(a.results, "pretrained"))          # a cut-short earlier run: keep what it finished
+    rec = json.loads(before.get("pretrained/stage.json", b"{}"))
+    kept = {k: v for k, v in before.items() if k.startswith(("pretrained/assets/", "pretrained/histories/"))} \
+        if rec.get("tiny") == bool(a.tiny) and not a.redo else {}
+    names = [n for n in names if f"pretrained/assets/{n}.json" not in kept]
+    if not names: return 0, kept
     code = f"""
 import json, sys, time
 sys.path.insert(0, {str(ROOT / 'tools')!r})
@@ -251,7 +257,7 @@ for name, (steps, batch) in GPU.items():
     print(name, trained, flush=True)
 """
     rc, _ = run([sys.executable, "-c", code], log, a.remaining())
-    files = {}
+    files = dict(kept)
     for p in sorted((work / "pretrained").glob("*")) if (work / "pretrained").is_dir() else []:
         files[f"pretrained/assets/{p.name}"] = p.read_bytes()
     for p in sorted((work / "runs").glob("*/history.csv")) if (work / "runs").is_dir() else []:
