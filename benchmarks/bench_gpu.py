@@ -14,6 +14,9 @@ What it measures, each as aggregate images/s (median of `--repeats` timed window
   of K members (`engine.Ensemble`, K = `--ks`);
 - two precisions, each compared only with itself: strict fp32 (TF32 off for matmuls and convolutions, forward and
   backward) and bf16 autocast (the harness's default on CUDA);
+- the other papers' families (`--papers`, default contrastive, invariance, refvae): one row per model family of
+  their gpu plans, built as the harness builds the run (data, sampler, model, objective, batch size), in the mode
+  the plan predicts (a captured single model, or the Trainer's eager step where no step can be captured);
 - the harness's cadence: a window of `--window` steps holds one read-back of the logged terms (log_every = window);
   a checkpoint (the harness writes one every max(steps // 10, 1000) steps: `--ckpt-every`, default 2000, the
   vae/dipvae gpu runs') is timed separately (K single-model saves for an ensemble) and its share added to the window.
@@ -118,17 +121,42 @@ class Bench:
             self.save_s[key] = statistics.median(xs)
         return self.save_s[key]
 
-    def timed(self, obj, k: int, precision: str, method: str) -> dict:
+    def timed(self, obj, k: int, precision: str, method: str, batch: int | None = None, ckpt: bool = True) -> dict:
         "Warm-up (and capture), then `repeats` windows of `window` steps; images/s with the checkpoint share added."
-        a = self.a
+        a, batch = self.a, batch or self.a.batch
         with flags(precision, self.dev):
             obj.fit(a.warm); sync(self.dev)
             xs, raw = [], []
-            ckpt = self.ckpt_seconds(method, precision) * k * a.window / a.ckpt_every
+            ckpt = self.ckpt_seconds(method, precision) * k * a.window / a.ckpt_every if ckpt else 0.0
             for _ in range(a.repeats):
                 t0 = time.perf_counter(); obj.fit(a.window); sync(self.dev); dt = time.perf_counter() - t0
-                raw.append(a.window * a.batch * k / dt); xs.append(a.window * a.batch * k / (dt + ckpt))
+                raw.append(a.window * batch * k / dt); xs.append(a.window * batch * k / (dt + ckpt))
         return stats(xs) | dict(without_checkpoints=statistics.median(raw))
+
+    def paper_rows(self, name: str, precision: str) -> list[dict]:
+        """One row per model family of paper `name`'s gpu plan that the dSprites rows do not cover (smoke with --tiny):
+        its first run built as the harness builds it (data, sampler, model, objective, batch size), in the mode the plan
+        predicts (a captured single model, or the Trainer's eager step where no step can be captured)."""
+        a, dev = self.a, self.dev
+        paper, jobs, _ = P.paper_jobs(name, "smoke" if a.tiny else "gpu", device=str(dev))
+        out, seen = [], set()
+        for g in H.group_jobs(jobs, device=str(dev)):
+            if (g["family"], g["mode"] == "eager") in seen: continue         # one row per family and mode
+            seen.add((g["family"], g["mode"] == "eager"))
+            j = jobs[g["jobs"][0]]
+            _, cfg, data, mc = H._setup(j)
+            member = dict(H._member(j, cfg), out_dir=None, seed=0)
+            batch = 8 if a.tiny else int(cfg["train"]["batch_size"])
+            conf = TrainConfig(steps=10**9, batch_size=batch, lr=float(cfg["train"].get("lr", 1e-3)), log_every=a.window,
+                               ckpt_every=0, device=str(dev), amp=precision == "bf16" and dev.type == "cuda", progress=False)
+            eager = g["mode"] == "eager"
+            def make(eager=eager, member=member, mc=mc, data=data, conf=conf):
+                t = engine.build_run(member, mc, H._sampler_fn(paper, data)(dev), conf, data=H.train_data(data), device=dev,
+                                     resume=False)
+                return t if eager else engine.CapturedStep(t, capture=dev.type == "cuda", precision=precision)
+            out.append(self.row(member["objective"], "eager" if eager else "captured_single", 1, precision, make,
+                                family=g["family"], batch=batch, paper=name))
+        return out
 
     def bare(self, precision: str) -> dict:
         "A bare eager loop: the harness's sampler, the same model, beta-VAE loss, Adam (fused on CUDA)."
@@ -153,13 +181,15 @@ class Bench:
                 sync(dev); xs.append(a.window * a.batch / (time.perf_counter() - t0))
         return stats(xs)
 
-    def row(self, method: str, mode: str, k: int, precision: str, make) -> dict:
-        fam = P.family(self.mc, method, METHODS[method])
+    def row(self, method: str, mode: str, k: int, precision: str, make, family: str | None = None, batch: int | None = None,
+            paper: str | None = None) -> dict:
+        fam = family or P.family(self.mc, method, METHODS[method])
         r = dict(family=fam, method=method, mode=mode, group_size=k, precision=precision)
+        if paper: r |= dict(paper=paper, batch_size=batch, checkpoints="not included")
         if self.dev.type == "cuda": torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats(self.dev); m0 = torch.cuda.memory_allocated(self.dev)
         try:
             obj = make()
-            r |= self.timed(obj, k, precision, method)
+            r |= self.timed(obj, k, precision, method, batch, ckpt=paper is None)
             r["engine_mode"] = getattr(obj, "mode", "trainer")
             if getattr(obj, "reason", None): r["why"] = str(obj.reason)
             if self.dev.type == "cuda": r["memory_per_member_mib"] = round((torch.cuda.max_memory_allocated(self.dev) - m0) / k / 2**20, 1)
@@ -184,6 +214,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ckpt-every", type=int, default=2000, help="the harness's checkpoint cadence, in steps")
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    ap.add_argument("--papers", nargs="*", default=["contrastive", "invariance", "refvae"],
+                    help="also one row per model family of these papers' gpu plans (the families the dSprites rows miss)")
     ap.add_argument("--out", help="where the table goes (default: benchmarks/throughput.json on CUDA, "
                                   "results/bench_gpu/throughput-<device>.json otherwise)")
     a = ap.parse_args(argv)
@@ -232,6 +264,8 @@ def main(argv=None) -> int:
             for k in a.ks:
                 rows.append(b.row(m, "captured_ensemble", k, prec,
                                   lambda: engine.Ensemble(b.trainers(m, k, prec), capture=cap, precision=prec))); save()
+        for name in a.papers:
+            rows.extend(b.paper_rows(name, prec)); save()
     ok = [r for r in rows if r.get("images_per_s")]
     print("\nratios (each precision against itself; captured / bare eager loop; target >= 3 for fp32 on an H100):")
     for prec in a.precisions:

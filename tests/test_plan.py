@@ -33,6 +33,10 @@ def test_rates_interpolate_in_log_k_and_never_extrapolate_growth():
     assert P.rate(t, "conv64_vae", "eager", 9)[0] == 12463 and P.rate(t, "conv64_vae", "captured_single", 9)[0] == 51449
     r, why = P.rate(t, "conv28_contrastive_vae", "captured_ensemble", 8)
     assert r == 54197 and "no figure for conv28_contrastive_vae" in why and "not measured here" in why
+    t["rows"].append(dict(family="conv28_vae", mode="captured_single", group_size=1, images_per_s=99999))
+    assert P.rate(t, "conv28_vae", "captured_ensemble", 5)[0] == 99999                 # its own figure, held at K = 1
+    r, why = P.rate(t, "conv28_vae", "eager", 5)                                       # no eager figure of its own
+    assert r == 12463 and "no eager figure for conv28_vae" in why
     t["measured"] = True
     t["rows"].append(dict(family="conv64_vae_adv", mode="captured_single", group_size=1, precision="bf16", images_per_s=1000))
     assert P.rate(t, "conv64_vae_adv", "captured_ensemble", 4) == (1000.0, "conv64_vae_adv, ensemble held at K = 1, measured")

@@ -102,6 +102,8 @@ def rate(table: dict, fam: str, mode: str, members: int, precision: str = "bf16"
     if mode == "eager":
         e = [r["images_per_s"] for r in rows if r["mode"] == "eager"]
         if e: return float(min(e)), f"{why}, eager, {tag}"
+        ref = [r["images_per_s"] for r in table["rows"] if r["family"] == table["reference_family"] and r["mode"] == "eager"]
+        if ref: return float(min(ref)), f"{table['reference_family']} (no eager figure for {fam}: assumed equal), eager, {tag}"
         mode = "captured_single"
     if mode == "captured_ensemble":
         pts = single + [(r["group_size"], r["images_per_s"]) for r in rows if r["mode"] == "captured_ensemble"]
