@@ -264,7 +264,7 @@ def main(argv=None) -> int:
             for k in a.ks:
                 rows.append(b.row(m, "captured_ensemble", k, prec,
                                   lambda: engine.Ensemble(b.trainers(m, k, prec), capture=cap, precision=prec))); save()
-        for name in a.papers:
+        for name in a.papers if prec == a.precisions[-1] else ():     # at the plan's precision only (bf16 by default)
             rows.extend(b.paper_rows(name, prec)); save()
     ok = [r for r in rows if r.get("images_per_s")]
     print("\nratios (each precision against itself; captured / bare eager loop; target >= 3 for fp32 on an H100):")
