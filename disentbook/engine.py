@@ -420,11 +420,13 @@ def _inputs(self) -> tuple[dict, dict]:
     "The step's batches `(K, B, ...)` and random numbers `(K, ...)`, each member's from its own generators."
     B, ts = self.config.batch_size, self.trainers
     if self.rng == "fast":
+        if isinstance(getattr(ts[0].sampler, "step", None), int): ts[0].sampler.step = self.step
         b = ts[0].sampler.sample(self.K * B, ts[0].generator)
         batch = {k: v.reshape(self.K, B, *v.shape[1:]) for k, v in b.items()}
         g = self.noise_generators[0]
         return batch, {a: [draw(s, g, lead=(self.K,)) for s in p] for a, p in self.plans.items()}
-    bs = [t.sampler.sample(B, t.generator) for t in ts]
+    for t in ts: t.step = self.step                    # (the trainers' step is otherwise synced at checkpoints only)
+    bs = [t.draw() for t in ts]                        # each member's sampler and generator, at the ensemble's step
     batch = {k: torch.stack([b[k] for b in bs]) for k in bs[0]}
     return batch, {a: [torch.stack([draw(s, g) for g in self.noise_generators]) for s in p] for a, p in self.plans.items()}
 
@@ -798,7 +800,7 @@ class CapturedStep:
         t = self.trainer
         with precision_flags(self.precision, self.device):
             if self.mode == "eager": t.train_step(); return
-            step, batch = t.step, t.sampler.sample(t.config.batch_size, t.generator)
+            step, batch = t.step, t.draw()
             if not t._batch_checked: _check_batch(batch, t.sampler); t._batch_checked = True
             if self._static is None: self._static = batch
             else:

@@ -199,10 +199,17 @@ class Trainer:
         self.keys = names
         return layout
 
+    def draw(self) -> dict:
+        """The next batch from the sampler with the trainer's generator. A sampler with a schedule (an int `step`, e.g.
+        the pair sampler's warm-up by difficulty) is set to the trainer's step first: right after a resume, and whatever
+        else called it (the engine's probes draw a batch too)."""
+        if isinstance(getattr(self.sampler, "step", None), int): self.sampler.step = self.step
+        return self.sampler.sample(self.config.batch_size, self.generator)
+
     def train_step(self):
         "One training step (batch, main update, aux updates); its terms stay on the device."
         step = self.step
-        batch = self.sampler.sample(self.config.batch_size, self.generator)
+        batch = self.draw()
         if not self._batch_checked: _check_batch(batch, self.sampler); self._batch_checked = True
         out = self.main_update(batch, step)
         outs = [out, *(self.aux_update(n, batch, out, step) for n in self.aux_optimizers)] if self.aux_optimizers else [out]

@@ -351,3 +351,24 @@ def test_captured_ensemble_with_a_device_step_counter_on_cuda(data):
 def test_strict_refuses_eager_on_cuda(data):
     t = engine.build_run(dict(objective="t_host", params={}), MODEL, SingleSampler(data, device="cuda"), cfg(device="cuda"), data=data)
     with pytest.raises(engine.CaptureError, match="item"): engine.CapturedStep(t, capture=None, strict=True)
+
+
+def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume(tmp_path):
+    "The pair sampler's warm-up by difficulty counts steps: each member has its own, set to the run's step before each draw."
+    from disentbook.data.colored_mnist import PairSampler
+    from disentbook.data.dsprites import DSprites
+    small = DSprites().subset(posX=range(0, 32, 8), posY=range(0, 32, 8), orientation=range(0, 40, 10))
+    sampler = lambda device: PairSampler(small, k="random", nuisance=["posX", "posY", "orientation"], warmup_steps=4, device=device)
+    model, c = dict(kind="vae", image_size=64, channels=1, latent_dim=4, hidden=32), cfg(steps=6, log_every=2)
+    members = [dict(objective="ada_gvae", params=dict(beta=b), seed=s) for s, b in [(0, 1.0), (1, 2.0)]]
+    res = engine.fit_ensemble(members, model, small, c, sampler=sampler)
+    for m, r in zip(members, res):
+        alone = engine.build_run(m, model, sampler("cpu"), c, data=small).fit()
+        assert r["trainer"].sampler.step == alone.sampler.step == 6          # its own sampler: 6 draws
+        cols = [k for k in alone.history if k != "n_shared"]                 # a count: float noise may flip one pair
+        torch.testing.assert_close(torch.tensor(r["history"][cols].values), torch.tensor(alone.history[cols].values), rtol=1e-4, atol=1e-4)
+    # resumed at step 3 (a fresh sampler, step 0): the next draw is step 3's
+    m = {**members[0], "out_dir": tmp_path / "r"}
+    engine.build_run(m, model, sampler("cpu"), cfg(steps=3, log_every=3), data=small).fit()
+    t = engine.build_run(m, model, sampler("cpu"), c, data=small)
+    t.draw(); assert t.sampler.step == 4 and t.step == 3
