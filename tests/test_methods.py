@@ -81,7 +81,7 @@ def test_registry_declares_everything_and_methods_prints_it(capsys):
             if p.default is not None: assert obj.hparams[k] == p.default, (name, k)
     rc, out, _ = run(capsys, "methods")
     assert rc == 0 and "dip_vae_ii  [sampler: single; model: vae; default dataset: dsprites]" in out and "lambda_od=5.0 (>= 0)" in out
-    assert "cvae  [sampler: target_background; model: contrastive_vae; needs: latent_split]" in out
+    assert "cvae  [sampler: target_background; model: contrastive_vae; default dataset: grassy; needs: latent_split]" in out
     rc, out, _ = run(capsys, "methods", "beta_tcvae")
     assert rc == 0 and "needs:   dataset_size" in out and "--param estimator='mws'" in out
 
