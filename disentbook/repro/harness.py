@@ -493,8 +493,8 @@ def _probe(paper, cfg, data, model_config, members: list[dict], train: TrainConf
 def _predict(sup: dict, k: int, device: torch.device) -> tuple[str, str, bool]:
     "(mode, why, vmapped) a group of `k` runs will train in on `device`, from its `step_support`."
     if device.type != "cuda":
-        how = f"its {k} runs as one vmapped ensemble" if sup["vmap"] and k > 1 else "run by run" + (
-            f" (not vmappable: {sup['replay'] or sup['host']})" if not sup["vmap"] else "")
+        how = (f"its {k} runs as one vmapped ensemble" if sup["vmap"] and k > 1 else "eagerly" if k == 1 else "run by run") \
+            + (f" (not vmappable: {sup['replay'] or sup['host']})" if not sup["vmap"] else "")
         return "eager", f"CUDA graphs need a CUDA device; on {device} {how}", sup["vmap"]
     if sup["vmap"] and sup["capture"]:
         return ("captured_ensemble" if k > 1 else "captured_single"), \
@@ -545,7 +545,8 @@ def _engine_mode(r: dict, group_why: str) -> dict:
     "The `mode` record of a run from its engine summary and its group's predicted why."
     k = int(r.get("members", 1))
     name = ("captured_ensemble" if k > 1 else "captured_single") if r["mode"] == "captured" else "eager"
-    why = "; ".join(dict.fromkeys(w for w in (r.get("why"), group_why) if w))
+    rw = r.get("why")
+    why = group_why if rw and group_why and rw.split(",")[0] in group_why else "; ".join(w for w in (rw, group_why) if w)
     return dict(mode=name, members=k, why=why)
 
 def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[dict]:
@@ -933,7 +934,7 @@ def claim_lines(claims: list[dict]) -> list[str]:
     for c in claims:
         src = "ours" if c.get("ours") else (f"paper: {c['source']}" if c.get("source") else "")
         L.append(f"- **{c['claim']}: {VERDICT_TEXT[c['verdict']]}**" + (f" ({src})" if src else "")
-                 + (f" — likely cause: {c['note']}" if c.get("note") else ""))
+                 + (f" — a possible cause, not measured: {c['note']}" if c.get("note") else ""))
         if c.get("on_paper") not in (None, NOT_CHECKED):
             L.append(f"    - on the paper's own table (its means, its std or ±10 %, 5 seeds): {c['on_paper']}"
                      + (f" — {c['paper_note']}" if c.get("paper_note") else ""))
