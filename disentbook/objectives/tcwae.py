@@ -19,9 +19,9 @@ from .vae import ELBOObjective, gaussian_kl
 # %% auto #0
 __all__ = ['LOG2PI', 'ESTIMATORS', 'IMQ_SCALES', 'COSTS', 'DISC_OPTIM', 'TCWAE_PAPER', 'MWS_HINT', 'IMQ_HINT', 'PERMUTE_HINT',
            'gaussian_tc', 'gaussian_log_density', 'elbo_surgery_discrete', 'pairwise_log_density', 'mws_log_densities',
-           'mss_log_weights', 'mss_log_densities', 'kl_decomposition', 'permute_dims', 'imq_kernel', 'mmd_imq',
-           'reconstruction_cost', 'BetaTCVAE', 'FactorVAE', 'WAEMMD', 'TCWAEMWS', 'TCWAEGAN', 'mws_log_qz', 'mws_cases',
-           'check_mws_log_qz', 'imq_cases', 'check_imq_mmd', 'check_permute_dims']
+           'mss_log_weights', 'mss_log_densities', 'kl_decomposition', 'exact_log_densities', 'permute_dims',
+           'imq_kernel', 'mmd_imq', 'reconstruction_cost', 'BetaTCVAE', 'FactorVAE', 'WAEMMD', 'TCWAEMWS', 'TCWAEGAN',
+           'mws_log_qz', 'mws_cases', 'check_mws_log_qz', 'imq_cases', 'check_imq_mmd', 'check_permute_dims']
 
 # %% ../../nbs/40_tcwae.ipynb #818790b2
 LOG2PI = math.log(2 * math.pi)
@@ -116,6 +116,21 @@ def kl_decomposition(z, mu, logvar, dataset_size: int, estimator: str = "mws") -
     log_qzx = gaussian_log_density(z, mu, logvar).sum(1)
     log_pz = gaussian_log_density(z, torch.zeros_like(z), torch.zeros_like(z)).sum(1)
     return dict(mi=(log_qzx - log_qz).mean(), tc=(log_qz - log_prod).mean(), dwkl=(log_prod - log_pz).mean())
+
+# %% ../../nbs/40_tcwae.ipynb #400ca304
+def exact_log_densities(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, chunk_size: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact aggregate posterior of a finite data set at given points: `(log q(z_p), log prod_d q_d(z_pd))`, each
+    `(P,)`, for points `z (P, D)` and the posteriors `mu, logvar (N, D)` of all N data points, where
+    q(z) = (1/N) sum_n N(z; mu_n, diag exp(logvar_n)) and q_d is its d-th marginal. What MWS / MSS estimate from a batch."""
+    if z.ndim != 2 or mu.ndim != 2 or logvar is None or mu.shape != logvar.shape or z.shape[1] != mu.shape[1] or len(mu) == 0:
+        got = [tuple(t.shape) if isinstance(t, torch.Tensor) else t for t in (z, mu, logvar)]
+        raise InputError(f"z, mu, logvar: expected points (P, D) and the data set's posteriors mu, logvar (N, D), N >= 1, got {got}")
+    if int(chunk_size) < 1: raise InputError(f"chunk_size: expected >= 1, got {chunk_size}")
+    c, joint, prod = math.log(len(mu)), [], []
+    for zc in z.split(int(chunk_size)):                    # (chunk, N, D) at a time
+        lp = gaussian_log_density(zc[:, None, :], mu[None], logvar[None])
+        joint.append(torch.logsumexp(lp.sum(2), 1) - c); prod.append((torch.logsumexp(lp, 1) - c).sum(1))
+    return torch.cat(joint), torch.cat(prod)
 
 # %% ../../nbs/40_tcwae.ipynb #91ea3942
 def permute_dims(z: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
