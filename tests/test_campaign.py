@@ -69,3 +69,13 @@ def test_tiny_campaign_bench_paper_pretrained(capsys, tmp_path):
     assert G.main(["--list", "--results", str(res)]) == 0
     listed = capsys.readouterr().out
     assert "vae" in listed and "ok (" in listed and "tests        not run" in listed
+
+
+def test_a_stage_cut_short_is_packed_and_not_done(capsys, tmp_path):
+    "A stage that reaches its limit leaves its archive (status 'timeout', log) and stays to be run again."
+    assert G.main(["--stage", "vae", "--device", "cpu", "--tiny", "--results", str(tmp_path), "--limit", "1"]) == 1
+    rec = G.stage_record(tmp_path, "vae")
+    assert rec["status"] == "timeout" and rec["returncode"] == 124 and not G.done(tmp_path, "vae")
+    assert "limit" in G.read_archive(tmp_path / "vae.tar.gz")["vae/log.txt"].decode()
+    capsys.readouterr()
+    assert G.main(["--list", "--results", str(tmp_path)]) == 0 and "timeout" in capsys.readouterr().out
