@@ -59,7 +59,7 @@ TCWAE_SCALES = dict(
     smoke=dict(seeds=1, train=dict(steps=4, batch_size=16, log_every=2, **_OPT), eval=_ev(200, 100, (40, 20, 200, 16)),
                objective=dict(disc_hidden=32, disc_depth=2, disc_lr=1e-4),
                grid=dict(betas=(1, 50), gammas=(5,)), fig3=dict(tcwae_mws=(1, 8), tcwae_gan=(1, 8), beta_tcvae=(1, 8)), ablation=(1, 10)),
-    quick=dict(seeds=3, train=dict(steps=300, batch_size=64, log_every=25, **_OPT), eval=_ev(1000, 500, (200, 100, 1000, 64)),
+    quick=dict(seeds=3, train=dict(steps=900, batch_size=64, log_every=25, **_OPT), eval=_ev(1000, 500, (200, 100, 1000, 64)),
                rows=("WAE (lambda=200)", "TCWAE-MWS (beta=50, xent)", "TCWAE-GAN (beta=100, xent)"),   # claim (1)'s rows; (2): gpu
                objective=_DISC, grid=dict(betas=(1, 50), gammas=(5, 100)),
                fig3=dict(tcwae_mws=(1, 10, 50), tcwae_gan=(1, 10, 50), beta_tcvae=(1, 4, 8)), ablation=(1, 10, 100)),
