@@ -58,3 +58,16 @@ def test_run_all_never_rewrites_the_package(root):
              if any("nbdev_export" in "".join(c.get("source", "")) and c.get("cell_type") == "code"
                     for c in __import__("json").loads(nb.read_text())["cells"])]
     assert not calls, f"notebooks that export when run: {calls}"
+
+
+def test_every_notebook_names_its_kernel(root, tmp_path, clean_env):
+    """Every notebook carries a kernelspec (JupyterLab opens it without asking for a kernel), and nbdev_clean keeps it:
+    a notebook that loses it on cleaning would lose it on the next commit."""
+    import json
+    missing = [str(nb.relative_to(root)) for nb in sorted((root / "nbs").rglob("*.ipynb"))
+               if json.loads(nb.read_text()).get("metadata", {}).get("kernelspec", {}).get("name") != "python3"]
+    assert not missing, f"notebooks without a python3 kernelspec (open them in JupyterLab and pick Python 3): {missing}"
+    _run_on_copy(root, tmp_path, "nbdev_clean", clean_env)
+    lost = [str(nb.relative_to(tmp_path)) for nb in sorted((tmp_path / "nbs").rglob("*.ipynb"))
+            if "kernelspec" not in json.loads(nb.read_text()).get("metadata", {})]
+    assert not lost, f"nbdev_clean dropped the kernelspec of {lost}"
