@@ -372,3 +372,14 @@ def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume
     engine.build_run(m, model, sampler("cpu"), cfg(steps=3, log_every=3), data=small).fit()
     t = engine.build_run(m, model, sampler("cpu"), c, data=small)
     t.draw(); assert t.sampler.step == 4 and t.step == 3
+
+
+def test_swap_invariance_step_is_capturable_and_vfae_says_why_not(tmp_path):
+    """The paper's own objective reaches the captured ensemble at `gpu` (SupCon's mean over anchors with a positive and
+    the top-k mask read nothing on the host); VFAE's group MMD (`unique`, data-dependent shapes) stays eager, and says so."""
+    p = H.PAPERS["invariance"]; cfg = H.scale_config(p, "gpu")
+    ctx = H.Context(p, "gpu", cfg, tmp_path, torch.device("cpu"), {**p.options, "scale": "gpu"}, list(range(int(cfg["seeds"]))))
+    jobs, _ = H._jobs(p, ctx, cfg, tmp_path, torch.device("cpu"))
+    g = {x["objective"]: x for x in H.group_jobs(jobs, device="cuda")}
+    assert g["swap_invariance"]["mode"] == "captured_ensemble" and g["swap_invariance"]["members"] == int(cfg["seeds"])
+    assert g["vfae"]["mode"] == "eager" and "unique" in g["vfae"]["why"]

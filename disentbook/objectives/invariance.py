@@ -60,11 +60,12 @@ def jsd_gaussians(mu_l, logvar_l, mu_m, logvar_m, panels: int = 16, order: int =
     return (half[..., 0] * (f * w).sum(-1)).sum(-1).clamp(0, math.log(2))
 
 # %% ../../nbs/70_invariance.ipynb #12c9f640
-def top_k_mask(div: torch.Tensor, k) -> torch.Tensor:
-    "Boolean `(B, D)`: the `k` (int or `(B,)`) largest entries of each row of `div` (ties broken by position)."
+def top_k_mask(div: torch.Tensor, k, validate: bool = True) -> torch.Tensor:
+    """Boolean `(B, D)`: the `k` (int or `(B,)`) largest entries of each row of `div` (ties broken by position).
+    `validate=False` skips the range check of `k` (a host read): for a training step whose `k` is valid by construction."""
     if div.ndim != 2: raise InputError(f"div: expected (B, D) divergences, got shape {tuple(div.shape)}")
     k = torch.as_tensor(k, device=div.device).reshape(-1)
-    if ((k < 0) | (k > div.shape[1])).any(): raise InputError(f"k: expected values in [0, {div.shape[1]}], got {k.tolist()}")
+    if validate and ((k < 0) | (k > div.shape[1])).any(): raise InputError(f"k: expected values in [0, {div.shape[1]}], got {k.tolist()}")
     rank = div.detach().argsort(dim=1, descending=True, stable=True).argsort(dim=1, stable=True)
     return rank < k[:, None] if len(k) > 1 else rank < k
 
@@ -73,12 +74,12 @@ def swap_latents(z_l: torch.Tensor, z_m: torch.Tensor, swap: torch.Tensor) -> tu
     "Eq. 5: exchange the entries of `z_l` and `z_m` where `swap` (bool, broadcastable) is True; keep the others."
     return torch.where(swap, z_m, z_l), torch.where(swap, z_l, z_m)
 
-def swap_mask(div: torch.Tensor, k, n_swap=None, d_p: int = 0) -> torch.Tensor:
+def swap_mask(div: torch.Tensor, k, n_swap=None, d_p: int = 0, validate: bool = True) -> torch.Tensor:
     """Which latents of `[z_p, z_n]` to exchange inside each pair: all of z_p (the first `d_p`), and among z_n (the
     divergences `div (B, d_n)`) the `n_swap` most similar ones outside the top-k (default: all d_n - k of them)."""
     b, dn = div.shape
     k = torch.as_tensor(k, device=div.device).expand(b)
-    changed = top_k_mask(div, k)
+    changed = top_k_mask(div, k, validate)
     if n_swap is None: shared = ~changed
     else:
         rank = div.detach().masked_fill(changed, math.inf).argsort(dim=1, stable=True).argsort(dim=1, stable=True)
@@ -97,7 +98,7 @@ def n_swap_schedule(step: int, d_n: int, k, warmup_steps: int) -> torch.Tensor:
     k = torch.as_tensor(k)
     full = d_n - k
     if warmup_steps <= 0: return full
-    frac = min(1.0, step / warmup_steps)
+    frac = (torch.as_tensor(step, dtype=torch.float32) / warmup_steps).clamp(max=1.0)     # a tensor step stays on its device
     return torch.minimum(full, (1 + torch.floor((full - 1).clamp_min(0) * frac)).long())
 
 # %% ../../nbs/70_invariance.ipynb #2c8a307e
@@ -124,8 +125,8 @@ def supcon_loss(z: torch.Tensor, y: torch.Tensor, temperature: float = 0.1, norm
     pos = (y[:, None] == y[None, :]) & ~eye
     npos = pos.sum(1)
     per_anchor = -(logp * pos).sum(1) / npos.clamp_min(1)
-    has = npos > 0
-    return per_anchor[has].mean() if has.any() else z.sum() * 0.0
+    has = (npos > 0).to(per_anchor.dtype)                           # anchors with a positive (none: the loss is 0)
+    return (per_anchor * has).sum() / has.sum().clamp_min(1)          # their mean, with no host read (capturable)
 
 # %% ../../nbs/70_invariance.ipynb #5b0b198b
 PAPER = "Anonymous, Reconstruction for disentanglement, contrast for invariance (ICLR 2022 submission)"
@@ -227,9 +228,9 @@ class SwapInvariance(_Invariance):
         o = _pair_forward(model, batch)
         b, y, d_n = len(batch["x"]), batch["labels"], self.latent_dim - self.d_p
         mu, lv, z = o["mu"], o["logvar"], o["z"]
-        k = batch.get("k", torch.ones(b, dtype=torch.long, device=z.device)).clamp(max=d_n - 1)
+        k = batch.get("k", torch.ones(b, dtype=torch.long, device=z.device)).clamp(0, d_n - 1)   # valid by construction
         swap = swap_mask(self.divergences(mu, lv, b), k, n_swap_schedule(step, d_n, k, self.warmup_amount).to(z.device)
-                         if self.warmup_amount else None, self.d_p)
+                         if self.warmup_amount else None, self.d_p, validate=False)
         zl, zm = swap_latents(z[:b], z[b:], swap)
         x_rec = model.mean(o["x_out"])
         x_swap = model.mean(model.decode(torch.cat([zl, zm])).float())
