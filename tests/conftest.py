@@ -29,3 +29,19 @@ def clean_env(tmp_path):
     env["DISENTBOOK_OFFLINE"] = "1"
     env["MPLBACKEND"] = "Agg"
     return env
+
+
+@pytest.fixture
+def offline_data(tmp_path, monkeypatch):
+    "No MNIST files and no network: datasets fall back to the embedded digits (tests that call the CLI in-process)."
+    monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DISENTBOOK_OFFLINE", "1")
+
+
+def cli_run(capsys, *argv):
+    "Run the `disentbook` command in-process: (exit code, stdout, stderr)."
+    from disentbook.cli import main
+    try: rc = main([str(a) for a in argv])
+    except SystemExit as e: rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err

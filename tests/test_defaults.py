@@ -15,22 +15,14 @@ import pytest
 
 from disentbook import cli
 from disentbook.cli import main
+from conftest import cli_run
 from disentbook.objectives.base import NEEDS, OBJECTIVES, default_dataset
 
 LIBRARY = sorted(n for n, c in OBJECTIVES.items() if c.__module__.startswith("disentbook."))
 
 
-@pytest.fixture(autouse=True)
-def offline_data(tmp_path, monkeypatch):
-    monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path / "data"))     # no MNIST files: the embedded digits
-    monkeypatch.setenv("DISENTBOOK_OFFLINE", "1")
-
-
-def run(capsys, *argv):
-    try: rc = main([str(a) for a in argv])
-    except SystemExit as e: rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+pytestmark = pytest.mark.usefixtures("offline_data")          # conftest: embedded digits, offline
+run = cli_run                                                   # conftest: the CLI in-process
 
 
 def test_all_methods_are_covered():

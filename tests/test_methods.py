@@ -13,6 +13,7 @@ import torch
 import disentbook
 from disentbook import cli
 from disentbook.cli import main
+from conftest import cli_run
 from disentbook.core import InputError
 from disentbook.objectives.base import NEEDS, OBJECTIVES, check_params, make_objective, methods_table
 
@@ -25,17 +26,8 @@ DATA = dict(single=["--dataset", "digits", "--data-param", "n=64"],
             pair=["--dataset", "colored_mnist", "--latent-dim", "16"])   # after TINY: the pair methods split 10 + 6 latents
 
 
-@pytest.fixture(autouse=True)
-def offline_data(tmp_path, monkeypatch):
-    monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path / "data"))
-    monkeypatch.setenv("DISENTBOOK_OFFLINE", "1")
-
-
-def run(capsys, *argv):
-    try: rc = main([str(a) for a in argv])
-    except SystemExit as e: rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+pytestmark = pytest.mark.usefixtures("offline_data")          # conftest: embedded digits, offline
+run = cli_run                                                   # conftest: the CLI in-process
 
 
 def one_line_error(rc, err, *needles):
