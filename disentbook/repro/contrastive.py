@@ -47,8 +47,8 @@ CONTRASTIVE_SCALES = dict(
     smoke=dict(seeds=1, train=dict(steps=4, batch_size=16, lr=1e-3, log_every=2), data=_data(10, 100, 8, 80, (6, 12, 0.5)),
                model=_MODEL(32), eval=dict(w2_batches=2, tsne=False), datasets=("L-MNIST", "NL-MNIST"),
                lambdas=(0.0, 1.0), sizes=((10, 100), (12, 50)), sweep_methods=("srb_vae", "ours_eq8")),
-    quick=dict(seeds=3, train=dict(steps=250, batch_size=64, lr=1e-3, log_every=25), data=_data(700, 4986, 60, 600),
-               model=_MODEL(128), eval=dict(w2_batches=10, tsne=True), datasets=("L-MNIST", "NL-MNIST"),
+    quick=dict(seeds=3, train=dict(steps=1000, batch_size=64, lr=1e-3, log_every=25), data=_data(700, 4986, 60, 600),
+               model=_MODEL(128), eval=dict(w2_batches=10, tsne=True), datasets=("L-MNIST",),   # the headline claims' column
                lambdas=(0.0, 0.1, 1.0, 10.0), sizes=((250, 4986), (500, 2500), (700, 1000)), sweep_methods=("srb_vae", "ours_eq8")),
     gpu=dict(seeds=5, train=dict(steps=1000, batch_size=128, lr=1e-3, log_every=100), data=_data(700, 4986, 150, 2000),
              model=_MODEL(256), eval=dict(w2_batches=20, tsne=True), datasets=("L-MNIST",),
@@ -216,10 +216,12 @@ _ON_PAPER = {
 }
 
 def contrastive_claims(ctx) -> list[Claim]:
-    "The paper's claims (1)-(5) per dataset of this run (with their sources), ours (6)-(7), and the sweeps' (8)-(9)."
+    """The paper's claims (1)-(5) per dataset of this run (with their sources), ours (6)-(7), and the sweeps' (8)-(9).
+    The two Grassy-MNIST columns' claims are always listed, so a scale that leaves one out (quick and gpu: NL-MNIST)
+    says so claim by claim ('not checked')."""
     e7, e8 = "Ours (Eq. 7)", "Ours (Eq. 8)"
     out = []
-    for ds in _datasets(ctx):
+    for ds in dict.fromkeys((*_datasets(ctx), "L-MNIST", "NL-MNIST")):
         t, src = f"Table 1 ({ds})", f"Table 1, {ds} rows cVAE, sRb-VAE, Ours (Eq. 7), Ours (Eq. 8); "
         pn = lambda k: _ON_PAPER.get((k, ds), "")
         out += [Claim(f"{ds} (1) Eq. 8 has a lower L_W2 than cVAE, sRb-VAE and Eq. 7", f"{e8} < min(cVAE, sRb-VAE, {e7}) on l_w2",
