@@ -80,6 +80,17 @@ def test_scales():
     assert len(pv.query("table == 'Table 1'")) == 4 * 4 * 5 and len(pv.query("table == 'Table 2'")) == 7 * 7
 
 
+def test_quick_trains_the_headline_claims_rows():
+    "quick: the L-MNIST column (the one Section 4.1 quotes), every row its claims compare, >= 3 seeds; NL-MNIST's claims are still listed (so the report says 'not checked')."
+    from types import SimpleNamespace
+    q = scale_config(CONTRASTIVE, "quick")
+    assert q["seeds"] >= 3 and tuple(q["datasets"]) == ("L-MNIST",)
+    claims = contrastive_claims(SimpleNamespace(options=dict(datasets=None), cfg=q, specs={}, row=lambda s: s["row"]))
+    named = lambda c: {r for p in c.parts for side in (p["lhs"], p["rhs"]) for r in side.get("rows", [])}
+    headline = [c for c in claims if c.table == "Table 1 (L-MNIST)" and not c.ours]
+    assert len(headline) == 5 and set().union(*map(named, headline)) == {m["row"] for m in METHODS}
+    assert [c.table for c in claims].count("Table 1 (NL-MNIST)") == 7
+
 def _faces(root: Path, n=40):
     "Tiny CelebA and AffectNet folders in the official layouts under the data directory `root`."
     import numpy as np
