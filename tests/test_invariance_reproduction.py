@@ -29,7 +29,9 @@ def test_evaluate_on_tiny_model():
     spec = R.table1_specs(cfg, {})[-1]
     model = R.invariance_model(spec, data, cfg).eval()
     out = R.evaluate_invariance(model, data, dict(cfg, eval=dict(n_probe=200, n_test=100)), 0, spec)
-    assert set(out) == {f"{k}_{t}" for k in ("avg_acc", "worst_acc") for t in ("m75", "m65", "p65", "p75")} | {"chance_acc"}
+    assert set(out) == ({f"{k}_{t}" for k in ("avg_acc", "worst_acc") for t in ("m75", "m65", "p65", "p75")}
+                        | {"chance_acc", "avg_acc_train", "worst_acc_train"})
+    assert 0 <= out["worst_acc_train"] <= out["avg_acc_train"] <= 1
     assert out["chance_acc"] == pytest.approx(0.1)
     assert all(0 <= out[f"worst_acc_{t}"] <= out[f"avg_acc_{t}"] <= 1 for t in ("m75", "p65"))
     assert R.probe_columns(spec, 20) == slice(0, 10)
@@ -46,6 +48,33 @@ def test_claims_judged_on_hand_made_results():
     bad = dict(good, Ours={"avg_acc": [0.5, 0.51], "worst_acc": [0.3, 0.31]})
     assert judge_claim(c, bad, "quick")["verdict"] == "fails"
     assert judge_claim(c, good, "smoke")["verdict"] not in ("holds", "fails")
+
+
+def test_gate_and_floor_on_worst_group_claims():
+    """The quick report's case: every row classifies its training groups well (in-distribution worst-group .53-.77 at 300
+    steps) but scores worst-group 0 on the unseen backgrounds in every seed. 'Ours > UAI + 0.1 on worst_acc' is not
+    decided by two 0 ± 0 cells (it was 'fails'); a row whose training groups are not all above chance did not learn,
+    and every claim on it says so with the number."""
+    from disentbook.repro.harness import Claim
+    from disentbook.repro.verdicts import learned_rows, NO_SPREAD
+    floors = {m.key: m.floor() for m in R.ACC}
+    assert floors["worst_acc"] == R.WORST_RES == 0.01
+    rows = ("Baseline", "beta-VAE", "VFAE", "CAI", "CVIB", "UAI", "Ours")
+    res = {r: dict(avg_acc=[0.40, 0.38, 0.42], worst_acc=[0.0] * 3, chance_acc=[0.1] * 3,
+                   avg_acc_train=[0.90, 0.88, 0.89], worst_acc_train=[0.72, 0.70, 0.75]) for r in rows}
+    learned = learned_rows(R.GATES, res)
+    assert all(v["learned"] for v in learned.values()) and "worst_acc_train" in learned["Ours"]["checked"]
+    c = R.INVARIANCE_CLAIMS[1]
+    assert c.parts[0]["text"] == "Ours > UAI + 0.1 on worst_acc"
+    j = judge_claim(c, res, "quick", None, learned, floors)
+    assert j["verdict"] == "inconclusive" and NO_SPREAD in j["parts"][0]["numbers"]
+    assert judge_claim(R.INVARIANCE_CLAIMS[0], res, "quick", None, learned, floors)["verdict"] == "inconclusive"
+    res["UAI"] = dict(res["UAI"], worst_acc_train=[0.05, 0.0, 0.08])     # UAI never classifies some training group
+    learned = learned_rows(R.GATES, res)
+    assert not learned["UAI"]["learned"] and "worst_acc_train 0.04333 > chance_acc 0.1" in learned["UAI"]["why"]
+    j = judge_claim(c, res, "quick", None, learned, floors)
+    assert j["verdict"] == "not tested: model did not learn" and "worst_acc_train" in j["not_learned"][0]
+    assert judge_claim(Claim("t", "Baseline > beta-VAE on avg_acc"), res, "quick", None, learned, floors)["verdict"] == "inconclusive"
 
 
 def test_table1_on_grids_runs_and_mpi3d_is_not_run_without_file(tmp_path, monkeypatch):
@@ -65,7 +94,8 @@ def test_table1_on_grids_runs_and_mpi3d_is_not_run_without_file(tmp_path, monkey
         out = build_objective(spec, data, model, cfg)(model, b, 0)
         assert torch.isfinite(out["loss"]), spec["row"]
     ev = R.evaluate_invariance(model.eval(), data, dict(cfg, eval=dict(n_probe=64, n_test=64)), 0, spec)
-    assert set(ev) == {"avg_acc", "worst_acc", "chance_acc"} and 0 <= ev["worst_acc"] <= ev["avg_acc"] <= 1
+    assert set(ev) == {"avg_acc", "worst_acc", "chance_acc", "avg_acc_train", "worst_acc_train"}
+    assert 0 <= ev["worst_acc"] <= ev["avg_acc"] <= 1
     monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path))
     for name in ("mpi3d-inv", "mpi3d"):
         with pytest.raises(DataNotFoundError, match="not run: no file at .*mpi3d_real.npz"):

@@ -54,11 +54,55 @@ def test_null_through_the_judge(need):
 
 
 def test_zero_spread_cannot_decide_alone():
-    "Invariance quick: worst-group accuracy 0 ± 0 against 0 ± 0 + 0.1 decided 'fails'; with a floor it cannot alone."
+    """Invariance quick: worst-group accuracy 0 ± 0 against 0 ± 0 + 0.1 was decided 'fails' (the floor 0.001 made both
+    cells look exact). A degenerate cell (every seed the same value) cannot decide alone, whatever the floor: the claim is
+    inconclusive and says why; against a row with a spread of its own, that row's spread decides."""
     c = H.Claim("t", "Ours > UAI + 0.1 on worst_acc")
     zero = {"Ours": dict(worst_acc=[0.0] * 3), "UAI": dict(worst_acc=[0.0] * 3)}
-    assert H.judge_claim(c, zero, "quick")["verdict"] == H.INCONCLUSIVE                  # no floor, no spread: no se
+    for floor in (0.0, 0.001, 0.01, 0.05):
+        j = H.judge_claim(c, zero, "quick", floors={"worst_acc": floor})
+        assert j["verdict"] == H.INCONCLUSIVE, (floor, j["parts"])
+        assert V.NO_SPREAD in j["parts"][0]["numbers"]
     assert V.compare([0.0] * 3, [0.0] * 3, floor=0.01) == V.INCONCLUSIVE
+    assert V.compare([0.0] * 3, [0.1], "<", b_exact=True, floor=0.01) == V.INCONCLUSIVE       # against a constant too
+    away = {"Ours": dict(worst_acc=[0.0] * 3), "UAI": dict(worst_acc=[0.30, 0.35, 0.25])}    # the other side decides
+    j = H.judge_claim(c, away, "quick", floors={"worst_acc": 0.001})
+    assert j["verdict"] == H.FAILS
+    assert j["p_fails"] == pytest.approx(stats.ttest_1samp([0.40, 0.45, 0.35], 0.0, alternative="greater").pvalue)
+    up = {"Ours": dict(worst_acc=[0.50, 0.55, 0.45]), "UAI": dict(worst_acc=[0.0] * 3)}
+    assert H.judge_claim(c, up, "quick", floors={"worst_acc": 0.001})["verdict"] == H.HOLDS
+
+
+def test_degenerate_cells_keep_the_null_calibrated():
+    "Equal rows of a [0, 1] metric that often sits at its bound 0 (n = 3): false holds / fails of 'A > B' and 'A > B + 0.1' <= 5 %."
+    rng = np.random.default_rng(11)
+    x = np.clip(rng.normal(0.0, 0.05, (2, S, 3)), 0.0, 1.0).round(2)      # about half the seeds at 0, cells often 0 ± 0
+    assert np.mean((x[0] == 0).all(-1)) > 0.1
+    for shift in (0.0, 0.1):
+        r = V.welch(x[0], x[1] + shift, floor=0.01, degenerate=((x[0] == 0).all(-1), (x[1] == 0).all(-1)))
+        holds, fails = np.mean(r["p_holds"] < V.ALPHA), np.mean(r["p_fails"] < V.ALPHA)
+        print(f"shift {shift}: false holds {holds:.4f}; fails {fails:.4f}")
+        assert holds <= 0.05
+        if not shift: assert fails <= 0.05
+
+
+def test_power_of_claims_that_need_most_parts():
+    "A need='most' claim gets a power against the paper's effect: P(more than half the parts hold), each at alpha m / k."
+    rows = {"A": dict(m0=0.60, m1=0.60, m2=0.60, m0_std=0.05, m1_std=0.05, m2_std=0.05),
+            "B": dict(m0=0.50, m1=0.58, m2=0.40, m0_std=0.05, m1_std=0.05, m2_std=0.05)}
+    c = H.Claim("t", *[f"A > B on m{i}" for i in range(3)], need="most")
+    j = H.judge_claim(c, V.paper_seeds(rows, 5), "paper", rows)
+    assert j["power"] is not None and 0.0 < j["power_bound"] <= j["power"] <= 1.0
+    lv = V.ALPHA * 2 / 3                                                  # m = 2 of k = 3, each at alpha m / k
+    pw = [V.power(0.60 - rows["B"][f"m{i}"], 0.05, 0.05, 5, 5, lv) for i in range(3)]
+    assert j["power"] == pytest.approx(V.power_at_least(pw, 2)[0])
+    rng = np.random.default_rng(12)                                       # the same by simulating the judge's tests
+    a = rng.normal(0.60, 0.05, (S, 3, 5)); b = rng.normal([[0.50], [0.58], [0.40]], 0.05, (S, 3, 5))
+    sim = np.mean((V.welch(a, b)["p_holds"] < lv).sum(-1) >= 2)
+    print(f"power of 'most' (2 of 3): {j['power']:.3f}, simulated {sim:.3f}, bound {j['power_bound']:.3f}")
+    assert j["power"] == pytest.approx(sim, abs=0.03)        # the noncentral t at Welch's df is ~0.02 high per part at n = 5
+    lines = H.claim_lines([j | dict(claim="t", verdict=j["verdict"])])
+    assert any("power against the paper's effect: " + f"{j['power']:.2f}" in l for l in lines)
 
 
 def test_welch_golden_and_power_by_simulation():

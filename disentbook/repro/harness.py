@@ -31,7 +31,7 @@ __all__ = ['SCALE_ORDER', 'PAPERS', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'VERD
 
 # %% ../../nbs/08_harness.ipynb #208e9398
 from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
-                                       all_of, any_of, band_test, compare, holm, learned_rows, paper_seeds, power, seed_stats,
+                                       all_of, any_of, band_test, compare, holm, learned_rows, paper_seeds, power, power_at_least, seed_stats, degenerate_cell,
                                        verdict, welch, within)
 SCALE_ORDER = ("smoke", "quick", "gpu", "paper")
 
@@ -102,8 +102,9 @@ class Claim:
 
 # %% ../../nbs/08_harness.ipynb #11fa3a89
 def _items(side: dict, at: dict, paper: dict | None, metric: str) -> tuple[list | None, str]:
-    "[(label, seed values, exact, paper value, paper sd)] of a parsed side, or (None, why) when a row or metric is missing."
-    if "const" in side: return [(side["text"], np.array([side["const"]]), True, side["const"], 0.0)], ""
+    """[(label, seed values, exact, paper value, paper sd, degenerate)] of a parsed side, or (None, why) when a row or metric
+    is missing; `degenerate`: the row's own seeds (before the side's scale and shift) all at a bound (`verdicts.degenerate_cell`)."""
+    if "const" in side: return [(side["text"], np.array([side["const"]]), True, side["const"], 0.0, False)], ""
     missing = [r for r in side["rows"] if r not in at]
     if missing: return None, f"{', '.join(missing)} not trained"
     out = []
@@ -113,7 +114,7 @@ def _items(side: dict, at: dict, paper: dict | None, metric: str) -> tuple[list 
         pv = None if pv is None else pv * side["scale"] + side["shift"]
         ps = None if pv is None else (0.1 * abs(pv) if ps is None or not math.isfinite(ps) else ps * side["scale"])
         lab = (f"{side['scale']:g} × " if side["scale"] != 1 else "") + r + (f" {side['shift']:+g}" if side["shift"] else "")
-        out.append((lab, v, False, pv, ps))
+        out.append((lab, v, False, pv, ps, degenerate_cell(at[r])))
     return out, ""
 
 def _fmt_side(label, v, exact):
@@ -154,14 +155,14 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
     if xs is None or ys is None: return base | dict(verdict=NOT_CHECKED, numbers=why_x or why_y)
     qx, qy = _quantifier(X, True), _quantifier(Y, False)
     PH, PF, PW, pairs = [], [], [], []
-    for lx, vx, ex, px, sx in xs:
+    for lx, vx, ex, px, sx, gx in xs:
         ph, pf, pw = [], [], []
-        for ly, vy, ey, py, sy in ys:
-            r = welch(vx, vy, ex, ey, floor)
+        for ly, vy, ey, py, sy, gy in ys:
+            r = welch(vx, vy, ex, ey, floor, degenerate=(gx, gy))
             ph.append(r["p_holds"]); pf.append(r["p_fails"])
             pw.append(power(px - py, sx, sy, len(vx), len(vy), alpha, ex, ey) if px is not None and py is not None else None)
             pairs.append(f"{lx} − {ly} = {r['d']:.3g}" + (f" (t = {r['t']:.2f}, df = {r['df']:.1f}, p = {r['p_holds']:.2g})"
-                                                       if math.isfinite(r["t"]) and math.isfinite(r["df"]) else " (no standard error)"))
+                                                       if math.isfinite(r["t"]) and math.isfinite(r["df"]) else f" ({r.get('why') or 'no standard error'})"))
         PH.append(_reduce(ph, pf, pw, qy))
     h, f, pw = _reduce([a for a, _, _ in PH], [b for _, b, _ in PH], [c for _, _, c in PH], qx)
     ns = [len(v) for _, v, e, *_ in xs + ys if not e]; n = min(ns) if ns else 1
@@ -199,6 +200,10 @@ def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict |
             nh, nf = int((hph < alpha).sum()), int((hpf < alpha).sum())
             h, f = float(np.sort(hph)[len(live) // 2]), float(np.sort(hpf)[len(live) // 2])
             v = HOLDS if nh > len(live) / 2 else FAILS if nf > len(live) / 2 else INCONCLUSIVE
+            lv = alpha * m / len(live)                                  # each part's power at its own level
+            pws = [judge_part(q, results, paper, lv, (floors or {}).get(q["metric"], 0.0))["power"]
+                   for q, p in zip(claim.parts, parts) if p["verdict"] != NOT_CHECKED]
+            if pws and all(x is not None for x in pws): out["power"], out["power_bound"] = power_at_least(pws, m)
         for p, a, b in zip(live, hph, hpf):
             p["p_holds_adj"], p["p_fails_adj"] = float(a), float(b); p["verdict"] = verdict(a, b, alpha)
         out.update(p_holds=h, p_fails=f)
@@ -949,7 +954,8 @@ def claim_lines(claims: list[dict]) -> list[str]:
             L += [f"    - {b}" for b in c["not_learned"]]; continue
         p = c["p_holds"] if v == HOLDS else c["p_fails"] if v == FAILS else min(c["p_holds"], c["p_fails"])
         pw = "—" if c.get("power") is None else f"{c['power']:.2f}"
-        L.append(f"    - test: {'every part must hold, Holm across parts' if c.get('need') == 'all' else 'most parts (Holm)'}"
+        if c.get("power_bound") is not None: pw += f" (parts taken as independent; at least {c['power_bound']:.2f} whatever their dependence)"
+        L.append(f"    - test: {'every part must hold, Holm across parts' if c.get('need') == 'all' else 'more than half of the parts must hold, each at level α·m/k'}"
                  f"; p = {_p(p)}; n = {c.get('n', 0)} seeds per row; power against the paper's effect: {pw}")
         for q in c["parts"]:
             qp = "" if q.get("power") is None else f"; power {q['power']:.2f}"

@@ -12,9 +12,9 @@ from scipy import stats
 from ..core import InputError
 
 # %% auto #0
-__all__ = ['ALPHA', 'HOLDS', 'FAILS', 'INCONCLUSIVE', 'NOT_TESTED', 'NOT_CHECKED', 'NOT_LEARNED', 'RULE_TEXT', 'seed_stats',
-           'welch', 'verdict', 'compare', 'permutation_p', 'holm', 'all_of', 'any_of', 'band_test', 'within', 'power',
-           'Gate', 'learned_rows', 'paper_seeds']
+__all__ = ['ALPHA', 'HOLDS', 'FAILS', 'INCONCLUSIVE', 'NOT_TESTED', 'NOT_CHECKED', 'NOT_LEARNED', 'BOUNDS', 'NO_SPREAD',
+           'RULE_TEXT', 'seed_stats', 'degenerate_cell', 'welch', 'verdict', 'compare', 'permutation_p', 'holm',
+           'all_of', 'any_of', 'band_test', 'within', 'power', 'power_at_least', 'Gate', 'learned_rows', 'paper_seeds']
 
 # %% ../../nbs/08a_verdicts.ipynb #fda68503
 ALPHA = 0.05
@@ -28,24 +28,46 @@ def seed_stats(values) -> tuple[float, float, int]:
     se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan")
     return float(v.mean()), se, len(v)
 
-def _moments(x, exact: bool, floor: float):
-    "(mean, variance of the mean, n, df contribution) along the last axis; exact sides have no variance."
-    x = np.asarray(x, dtype=np.float64); n = x.shape[-1]; m = x.mean(-1)
-    if exact: return m, np.zeros_like(m), n
-    if n < 2: return m, np.full_like(m, np.nan), n
-    s = x.std(-1, ddof=1)
-    s = np.where(s <= 1e-12 * np.maximum(np.abs(m), 1.0), 0.0, s)      # rounding noise of identical values is no spread
-    s = np.maximum(s, floor)
-    return m, s ** 2 / n, n
+BOUNDS = (0.0, 1.0)     # the bounds of accuracies and of scores in [0, 1]; 0 is also the lower bound of every error
 
-def welch(a, b, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0) -> dict:
+def _at_bound(m, bounds=BOUNDS):
+    m = np.asarray(m, dtype=np.float64)
+    return np.any([np.abs(m - b) <= 1e-12 * max(1.0, abs(b)) for b in bounds], axis=0) if bounds else np.zeros(m.shape, bool)
+
+def degenerate_cell(values, bounds=BOUNDS) -> bool:
+    "Do the seed values (n >= 2, NaNs dropped) all equal one bound of the metric (0 ± 0 at 0, or at 1)? Such a cell has no spread estimate."
+    v = np.asarray(values, dtype=np.float64).ravel(); v = v[np.isfinite(v)]
+    return len(v) >= 2 and bool(np.all(v == v[0])) and bool(_at_bound(v[0], bounds))
+
+def _moments(x, exact: bool, floor: float, flat_floor: bool = False, deg=None):
+    """(mean, variance of the mean, n, degenerate) along the last axis; exact sides have no variance. A degenerate side
+    (its n >= 2 seeds all equal one of `BOUNDS`; `deg` says so for seeds the caller shifted or scaled) has variance 0: it
+    counts as known. Other sides' standard deviations are at least `floor`; so are degenerate ones with `flat_floor`."""
+    x = np.asarray(x, dtype=np.float64); n = x.shape[-1]; m = x.mean(-1)
+    if exact: return m, np.zeros_like(m), n, np.zeros(np.shape(m), bool)
+    if n < 2: return m, np.full_like(m, np.nan), n, np.zeros(np.shape(m), bool)
+    s = x.std(-1, ddof=1)
+    flat = s <= 1e-12 * np.maximum(np.abs(m), 1.0)                      # rounding noise of identical values is no spread
+    deg = flat & (_at_bound(m) if deg is None else np.asarray(deg, bool))
+    s = np.where(deg & (not flat_floor), 0.0, np.maximum(np.where(flat, 0.0, s), floor))
+    return m, s ** 2 / n, n, deg
+
+NO_SPREAD = "no spread on either side (0 ± 0 at a bound of the metric: a degenerate cell cannot decide alone)"
+
+def welch(a, b, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0, flat_floor: bool = False,
+          degenerate: tuple | None = None) -> dict:
     """One-sided Welch t test of mean(a) > mean(b) on seed values (the last axis; leading axes are independent
-    tests). Returns arrays (scalars for 1-D input): d, se, df, t, p_holds = P(T_df >= t), p_fails = P(T_df <= t).
-    Undetermined tests (one seed, zero spread without a floor) have p_holds = p_fails = 1."""
-    (ma, va, na), (mb, vb, nb) = _moments(a, a_exact, floor), _moments(b, b_exact, floor)
+    tests). Returns arrays (scalars for 1-D input): d, se, df, t, p_holds = P(T_df >= t), p_fails = P(T_df <= t), and
+    `degenerate` (a side's seeds all at one bound of the metric); for 1-D input also `why`, the reason of an
+    undetermined test. A degenerate side counts as known and the other side's spread decides; undetermined tests (one
+    seed, or no spread on either side) have p_holds = p_fails = 1. `degenerate=(a_deg, b_deg)`: whether each side's seeds
+    were degenerate before the caller shifted or scaled them (None: judged on `a`, `b`). `flat_floor=True` floors a
+    degenerate side instead (the gate's use: differences from a reference)."""
+    da, db = (None, None) if degenerate is None else degenerate
+    (ma, va, na, fa), (mb, vb, nb, fb) = _moments(a, a_exact, floor, flat_floor, da), _moments(b, b_exact, floor, flat_floor, db)
     d, v = ma - mb, va + vb
     with np.errstate(divide="ignore", invalid="ignore"):
-        df = v ** 2 / ((va ** 2 / max(na - 1, 1) if not a_exact else 0.0) + (vb ** 2 / max(nb - 1, 1) if not b_exact else 0.0))
+        df = v ** 2 / (va ** 2 / max(na - 1, 1) + vb ** 2 / max(nb - 1, 1))
         se = np.sqrt(v); t = d / se
     exact = a_exact and b_exact
     ok = np.isfinite(t) & np.isfinite(df) & (se > 0)
@@ -54,17 +76,22 @@ def welch(a, b, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0
     if exact:                                    # two constants: decided by the sign of d
         ph, pf, df = np.where(d > 0, 0.0, 1.0), np.where(d < 0, 0.0, 1.0), np.full_like(d, np.inf)
     out = dict(d=d, se=se, df=df, t=t, p_holds=ph, p_fails=pf)
-    return {k: float(v) for k, v in out.items()} if np.ndim(d) == 0 else out
+    if np.ndim(d) > 0: return out | dict(degenerate=(fa | fb) & (not flat_floor))
+    out = {k: float(v) for k, v in out.items()}
+    deg = bool((fa or fb) and not flat_floor)
+    why = "" if ok or exact else NO_SPREAD if deg else "no standard error (one seed)" if min(na, nb) < 2 else "no standard error"
+    return out | dict(degenerate=deg, why=why)
 
 def verdict(p_holds, p_fails, alpha: float = ALPHA) -> str:
     "holds / fails / inconclusive from the two one-sided p-values."
     return HOLDS if p_holds < alpha else FAILS if p_fails < alpha else INCONCLUSIVE
 
-def compare(a, b, op: str = ">", alpha: float = ALPHA, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0) -> str:
+def compare(a, b, op: str = ">", alpha: float = ALPHA, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0,
+            flat_floor: bool = False) -> str:
     "Verdict of `a op b` (op '>' or '<') on seed values `a`, `b` (Welch t, one-sided, level `alpha`)."
     if op not in (">", "<"): raise InputError(f"op: expected '>' or '<', got {op!r}")
     if not (np.isfinite(seed_stats(a)[0]) and np.isfinite(seed_stats(b)[0])): return NOT_CHECKED
-    r = welch(a, b, a_exact, b_exact, floor) if op == ">" else welch(b, a, b_exact, a_exact, floor)
+    r = welch(a, b, a_exact, b_exact, floor, flat_floor) if op == ">" else welch(b, a, b_exact, a_exact, floor, flat_floor)
     return verdict(r["p_holds"], r["p_fails"], alpha)
 
 # %% ../../nbs/08a_verdicts.ipynb #2ec2c789
@@ -121,6 +148,18 @@ def power(delta: float, sd_a: float, sd_b: float, n_a: int, n_b: int, alpha: flo
     df = (va + vb) ** 2 / ((va ** 2 / (n_a - 1) if not a_exact else 0.0) + (vb ** 2 / (n_b - 1) if not b_exact else 0.0))
     return float(stats.nct.sf(stats.t.isf(alpha, df), df, delta / math.sqrt(va + vb)))
 
+def power_at_least(powers, m: int | None = None) -> tuple[float, float]:
+    """Power of a claim that needs at least `m` of its k parts to hold (default: more than half, k // 2 + 1), from each
+    part's power: (P(N >= m) with the parts independent, Poisson-binomial; the lower bound valid under any dependence,
+    (sum(powers) - m + 1) / (k - m + 1), at least 0). NaN when a part's power is unknown."""
+    p = np.asarray(powers, dtype=np.float64).ravel(); k = len(p)
+    m = k // 2 + 1 if m is None else int(m)
+    if not 1 <= m <= k: raise InputError(f"power_at_least: expected 1 <= m <= {k} parts, got m = {m}")
+    if not np.all(np.isfinite(p)): return float("nan"), float("nan")
+    dist = np.array([1.0])                                       # P(N = j) over the parts seen so far
+    for q in p: dist = np.convolve(dist, [1.0 - q, q])
+    return float(dist[m:].sum()), float(max(0.0, (p.sum() - m + 1) / (k - m + 1)))
+
 # %% ../../nbs/08a_verdicts.ipynb #c3576df5
 @dataclasses.dataclass
 class Gate:
@@ -145,7 +184,7 @@ class Gate:
         d = (x - ref) if self.op == ">" else (ref - x)
         if len(d) == 1: ok = bool(d[0] > 0); p = float("nan")
         else:
-            p = welch(d, [0.0], b_exact=True, floor=self.resolution)["p_holds"]; ok = p < alpha
+            p = welch(d, [0.0], b_exact=True, floor=self.resolution, flat_floor=True)["p_holds"]; ok = p < alpha
         name = self.ref if isinstance(self.ref, str) else f"{float(self.ref):g}"
         numbers = (f"{self.metric} {x.mean():.4g} {self.op} {name} {ref.mean():.4g} (n={len(x)}"
                    + (f", p = {p:.2g})" if math.isfinite(p) else ")"))
@@ -178,10 +217,13 @@ def paper_seeds(paper: dict, n: int = 5, rel_sd: float = 0.10) -> dict:
 # %% ../../nbs/08a_verdicts.ipynb #ee0bfdca
 RULE_TEXT = (f"Every cell is the mean ± standard deviation over the seeds (n). A comparison is a one-sided Welch t test on "
              f"the seed values (Welch-Satterthwaite degrees of freedom; a paper value or a constant has no error; each "
-             f"row's standard deviation is at least the metric's resolution, so a 0 ± 0 cell cannot decide alone): it holds "
+             f"row's standard deviation is at least the metric's resolution; a cell whose seeds all score the same bound "
+             f"value of the metric (0 ± 0 at 0, or at 1) cannot decide alone: it counts as known and the other side's spread decides, "
+             f"and with no spread on either side the comparison is inconclusive): it holds "
              f"when p < {ALPHA:g}, fails when the opposite direction has p < {ALPHA:g}, and is inconclusive otherwise (always "
              "with one seed). A claim of several parts holds when every part holds and fails when a part fails after Holm's "
              "correction across its parts; 'A > max(B, C, ...)' is A tested against every other row. A band (within ± of the "
              "paper) holds when both one-sided tests put the mean inside it. Power: the probability that the test finds the "
-             "paper's own effect (its means and standard deviations, 10 % where it prints none) with our seeds. A claim resting "
+             "paper's own effect (its means and standard deviations, 10 % where it prints none) with our seeds (a claim that needs most of its parts: the "
+             "probability that more than half of them hold, the parts taken as independent). A claim resting "
              "on a model that did not learn (its paper's gate) is not tested: model did not learn.")
