@@ -20,7 +20,7 @@ from .core import ConfigMismatchError, InputError, NonFiniteLossError
 from .data.samplers import Sampler, SingleSampler
 from .nets import build_model
 from .objectives.base import make_objective
-from .train import TrainConfig, Trainer, _check_batch, precision_flags
+from .train import TrainConfig, Trainer, _check_batch, _monitor_names, precision_flags
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'NotReplayableError', 'draw', 'RandomReplay', 'HostReadError', 'NoHostReads', 'step_support',
@@ -170,10 +170,15 @@ def step_support(trainer: Trainer, vary=(), batch_size: int = 8) -> dict:
     member), `host` (None, or the first host read / data-dependent shape), `step` ('none': the terms do not depend on the
     step number; 'tensor': they do, through tensor operations, so a device step counter can drive a graph; 'python': they
     do in Python control flow), `static` (the attributes among `vary` that Python control flow reads: members that
-    differ in them need separate ensembles), and the verdicts `vmap`, `capture` with `why`."""
+    differ in them need separate ensembles), `host_stage` (None, or what the objective's `prepare` computes on the host
+    before each step: the step itself is then evaluated with those entries, as `CapturedStep` runs it), and the verdicts
+    `vmap`, `capture` with `why`."""
     t, obj = trainer, trainer.objective
     with _quiet_rng(), torch.no_grad():
         batch = t.sampler.sample(min(int(batch_size), t.config.batch_size), core.make_generator(0, t.generator.device))
+        if obj.host_stage:                                   # its host work happens before the step, as `CapturedStep` does it
+            torch.manual_seed(0)
+            with t._autocast(): batch = {**batch, **obj.prepare(t.model, batch)}
         def run(step, values=None, guard=True):
             torch.manual_seed(0)
             with NoHostReads() if guard else contextlib.nullcontext(): return _terms(t, batch, step, values)
@@ -191,11 +196,13 @@ def step_support(trainer: Trainer, vary=(), batch_size: int = 8) -> dict:
             for n in vary:
                 try: run(t.step, {n: torch.tensor(float(getattr(obj, n)), device=t.device)})
                 except Exception: static.append(n)
-    vmap_ok, capture_ok = replay is None and host is None, host is None and kind != "python"
+    stage = None if not obj.host_stage else (f"{obj.name} computes {obj.host_stage} on the host before each step (`prepare`), "
+                                             "one model at a time: captured single models, not vmapped")
+    vmap_ok, capture_ok = replay is None and host is None and stage is None, host is None and kind != "python"
     why = host or (None if kind != "python" else f"the terms of {obj.name} depend on the step number in Python control "
                    "flow, which a captured graph cannot see")
-    return dict(replay=replay, host=host, step=kind, static=static, vmap=vmap_ok, capture=capture_ok,
-                why=why if not capture_ok else replay if not vmap_ok else None)
+    return dict(replay=replay, host=host, step=kind, static=static, vmap=vmap_ok, capture=capture_ok, host_stage=stage,
+                why=why if not capture_ok else (replay or stage) if not vmap_ok else None)
 
 # %% ../nbs/13_engine.ipynb #93ec8f5c
 class _Pair(nn.Module):
@@ -478,6 +485,9 @@ def _make_layout(self, outs) -> list:
             if not (isinstance(v, torch.Tensor) and tuple(v.shape) == (self.K,)):
                 raise InputError(f"objective term {prefix + k!r} must be a scalar tensor per member")
             layout.append((i, k)); names.append(prefix + k)
+    mon = {tuple(t.objective.monitor_keys()) for t in self.trainers}
+    if len(mon) > 1: raise InputError(f"the members monitor different terms {sorted(mon)}: train them in separate ensembles")
+    names += _monitor_names(self.trainers[0].objective, names)
     if self.keys is not None and names != self.keys:
         raise ConfigMismatchError(f"the objective logs {names} but the checkpoint logged {self.keys}")
     self.keys = names
@@ -563,7 +573,17 @@ def _log(self):
     self._check(vals); self._rows = []
     means = vals.double().mean(0)
     for k in range(self.K):
-        if self.alive[k]: self._history[k].append([float(self.step), *means[k].tolist()])
+        if self.alive[k]: self._history[k].append([float(self.step), *means[k].tolist(), *self._monitor(k)])
+
+@torch.no_grad()
+def _monitor(self, k: int) -> list[float]:
+    "Member `k`'s monitored terms (`Trainer._monitor`): its weights copied into its own model first (no optimizer state)."
+    t = self.trainers[k]
+    if not t.objective.monitor_keys(): return []
+    for n, p in self._named[k].items(): p.copy_(self.params[n][k])
+    for n, b in self.pairs[k].named_buffers(): b.copy_(self.buffers[n][k])
+    t.step = self.step
+    return t._monitor()
 
 def _ensemble_fit(self, steps: int | None = None) -> Ensemble:
     "Train `steps` more steps (default: until `config.steps`); log, check and checkpoint like `Trainer.fit`."
@@ -587,6 +607,7 @@ def _ensemble_fit(self, steps: int | None = None) -> Ensemble:
 Ensemble._member = _member
 Ensemble._check = _check
 Ensemble._log = _log
+Ensemble._monitor = _monitor
 Ensemble.fit = _ensemble_fit
 
 # %% ../nbs/13_engine.ipynb #ab57d5b8
@@ -761,7 +782,8 @@ class CapturedStep:
     static buffers; the objective's random draws come from the global CUDA generator, which a CUDA graph advances on
     every replay, so no replay machinery is needed: any step without a host read can be captured (dropout, randperm
     included) — what `Ensemble` needs `vmap` for, this does not. A step whose terms depend on the step number reads a
-    device step counter when it can (`step_support`). On the CPU, with `capture=False`, or for a step that cannot be
+    device step counter when it can (`step_support`). An objective with a host stage (`Objective.prepare`, e.g. the exact
+    OT plan of the contrastive paper's Eq. 8) computes it eagerly before each replay, into the static batch. On the CPU, with `capture=False`, or for a step that cannot be
     captured, it is the Trainer's eager step and says why (`mode`, `reason`; `strict`: on CUDA a fallback raises
     `CaptureError`). `fit()` trains; the trainer then holds the weights, states, logs and checkpoint."""
     def __init__(self, trainer: Trainer, capture: bool | None = True, precision: str | None = None, warmup: int = 3,
@@ -802,6 +824,8 @@ class CapturedStep:
             if self.mode == "eager": t.train_step(); return
             step, batch = t.step, t.draw()
             if not t._batch_checked: _check_batch(batch, t.sampler); t._batch_checked = True
+            if t.objective.host_stage:                   # e.g. an exact OT plan on the host: computed here, read by the graph
+                with torch.no_grad(), self._autocast(): batch = {**batch, **t.objective.prepare(t.model, batch)}
             if self._static is None: self._static = batch
             else:
                 for k, v in batch.items(): self._static[k].copy_(v)

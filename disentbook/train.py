@@ -122,6 +122,12 @@ def precision_flags(precision: str | None, device) -> None:
         b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.benchmark = old
 
 # %% ../nbs/04_train.ipynb #aeb1e24e
+def _monitor_names(objective, names: list[str]) -> list[str]:
+    "The objective's monitored terms, logged after the step's own `names` (a name in both is an error)."
+    mon = list(objective.monitor_keys())
+    if set(mon) & set(names): raise InputError(f"{objective.name}: monitored terms {sorted(set(mon) & set(names))} are also step terms")
+    return mon
+
 class Trainer:
     "Trains `model` with `objective` on batches of `sampler`: per step, one main update then one update per aux net."
     def __init__(self, model: nn.Module, objective: Objective, sampler, config: TrainConfig | dict | None = None,
@@ -194,6 +200,7 @@ class Trainer:
                                      f"{tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__}"
                                      " (prefix the key with '_' to pass it to aux_loss without logging)")
                 layout.append((i, k)); names.append(prefix + k)
+        names += _monitor_names(self.objective, names)
         if self.keys is not None and names != self.keys:
             raise ConfigMismatchError(f"the objective logs {names} but the checkpoint logged {self.keys}")
         self.keys = names
@@ -235,10 +242,20 @@ class Trainer:
         if not self._rows: return
         vals = self._pending()
         self._rows = []
-        self._history.append([float(self.step), *vals.double().mean(0).tolist()])
+        self._history.append([float(self.step), *vals.double().mean(0).tolist(), *self._monitor()])
         if bar is not None:
             bar.update(self.step - bar.n)
             bar.set_postfix({k: f"{v:.4g}" for k, v in zip(self.keys, self._history[-1][1:])}, refresh=False)
+
+    def _monitor(self) -> list[float]:
+        """The objective's monitored terms (`monitor_keys`) at the current weights, on a batch drawn with a generator of
+        their own (seeded by the run's seed and step): outside the step, so neither the step nor the data stream changes."""
+        names = self.objective.monitor_keys()
+        if not names: return []
+        g = core.make_generator(1_000_003 * (self.config.seed + 1) + self.step, self.generator.device)
+        with torch.no_grad(), self._autocast():
+            out = self.objective.monitor(self.model, self.sampler.sample(self.config.batch_size, g), g)
+        return [float(out[k]) for k in names]
 
     def fit(self, steps: int | None = None) -> Trainer:
         "Train `steps` more steps (default: until `config.steps`); log, check and checkpoint on the way."
@@ -263,7 +280,8 @@ class Trainer:
 
     @property
     def history(self) -> pd.DataFrame:
-        "One row per log interval: `step` (steps done) and the mean of each logged term over the interval."
+        """One row per log interval: `step` (steps done) and the mean of each logged term over the interval; the
+        objective's monitored terms (`monitor_keys`, last) are measured at the interval's end on a batch of their own."""
         df = pd.DataFrame(self._history, columns=["step", *(self.keys or [])])
         return df.astype({"step": "int64"})
 

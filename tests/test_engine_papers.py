@@ -1,6 +1,6 @@
 """Issue 22 (items 1-2): every paper on the engine and the defects that crashed or slowed it, each tested on the CPU
 where a CPU can show it (the CUDA-only graph itself: `cuda` tests at the end, skipped without a GPU)."""
-import json, warnings
+import contextlib, json, warnings
 from unittest import mock
 
 import pytest
@@ -104,7 +104,7 @@ def close_weights(a, b, atol=1e-3):
 
 def test_step_support_decides_vmap_capture_and_static_hyperparameters(data):
     s = lambda name, vary=(), **p: engine.step_support(run(dict(objective=name, params=p), data), vary=vary)
-    assert s("beta_vae") | {} == dict(replay=None, host=None, step="none", static=[], vmap=True, capture=True, why=None)
+    assert s("beta_vae") | {} == dict(replay=None, host=None, step="none", static=[], vmap=True, capture=True, host_stage=None, why=None)
     d = s("t_drop"); assert not d["vmap"] and d["capture"] and "dropout" in d["replay"]
     h = s("t_host"); assert not h["vmap"] and not h["capture"] and "item" in h["host"] and "test_engine_papers.py" in h["host"]
     assert s("t_perm")["vmap"]                                                   # randperm / randint are replayed
@@ -374,12 +374,110 @@ def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume
     t.draw(); assert t.sampler.step == 4 and t.step == 3
 
 
-def test_swap_invariance_step_is_capturable_and_vfae_says_why_not(tmp_path):
+def test_every_invariance_group_is_captured_at_gpu(tmp_path):
     """The paper's own objective reaches the captured ensemble at `gpu` (SupCon's mean over anchors with a positive and
-    the top-k mask read nothing on the host); VFAE's group MMD (`unique`, data-dependent shapes) stays eager, and says so."""
+    the top-k mask read nothing on the host), VFAE too (its group MMD from one-hot weights, no `unique`); UAI's dropout
+    makes it a captured single model; nothing is eager."""
     p = H.PAPERS["invariance"]; cfg = H.scale_config(p, "gpu")
     ctx = H.Context(p, "gpu", cfg, tmp_path, torch.device("cpu"), {**p.options, "scale": "gpu"}, list(range(int(cfg["seeds"]))))
     jobs, _ = H._jobs(p, ctx, cfg, tmp_path, torch.device("cpu"))
     g = {x["objective"]: x for x in H.group_jobs(jobs, device="cuda")}
     assert g["swap_invariance"]["mode"] == "captured_ensemble" and g["swap_invariance"]["members"] == int(cfg["seeds"])
-    assert g["vfae"]["mode"] == "eager" and "unique" in g["vfae"]["why"]
+    assert g["vfae"]["mode"] == "captured_ensemble"
+    assert g["uai"]["mode"] == "captured_single" and "dropout" in g["uai"]["why"]
+    assert not [x for x in g.values() if x["mode"] == "eager"]
+
+
+# --- issue 22, what remained: the contrastive paper and VFAE on the engine --------------------------------------------
+
+CMODEL = dict(kind="contrastive_vae", image_size=28, channels=1, z_dim=4, s_dim=2, hidden=16)
+
+
+@pytest.fixture(scope="module")
+def tb():
+    "Random target and background images: what the contrastive objectives train on (a target/background sampler)."
+    from disentbook.data.samplers import TargetBackgroundSampler
+    g = make_generator(1)
+    img = lambda n: LabelledImages((torch.rand(n, 1, 28, 28, generator=g) > 0.6).to(torch.uint8) * 255,
+                                   torch.zeros(n, dtype=torch.long), ["blob"], "random blobs")
+    t, b = img(48), img(48)
+    return lambda device="cpu": TargetBackgroundSampler(t, b, device=device)
+
+
+def _crun(name, tb, seed=0, **params):
+    return engine.build_run(dict(objective=name, params=params, seed=seed), CMODEL, tb(), cfg(batch_size=8))
+
+
+@pytest.mark.parametrize("name", ["contrastive_vae", "contrastive_w2_dirac", "cvae"])
+def test_contrastive_steps_are_capturable_their_w2_monitored_outside_the_step(name, tb):
+    "The logged exact W2 left the step: the step reads nothing back (vmap, capture), the W2 is logged at log cadence."
+    s = engine.step_support(_crun(name, tb))
+    assert s["vmap"] and s["capture"] and s["host"] is None and s["host_stage"] is None, s
+    t = _crun(name, tb).fit()
+    h = t.history
+    assert list(h.columns)[-1] == "w2" and len(h) == 2
+    # an independent W2 (POT's emd2 in float64) of the codes of the monitor's own batch, drawn as documented
+    import ot
+    g = make_generator(1_000_003 * (t.config.seed + 1) + t.step)
+    from disentbook.objectives.contrastive import contrastive_terms
+    with torch.no_grad():
+        batch = t.sampler.sample(t.config.batch_size, g)
+        c = contrastive_terms(t.model, batch["x"], batch["y"], t.objective.beta, g)
+    zx, zy = c["z_x"].double().numpy(), c["z_y"].double().numpy()
+    n = len(zx)
+    ref = ot.emd2(torch.full((n,), 1 / n).double().numpy(), torch.full((n,), 1 / n).double().numpy(), ot.dist(zx, zy))
+    assert h["w2"].iloc[-1] == pytest.approx(ref, rel=1e-5)
+    # monitoring changes nothing in training: the same run without it has the same weights and step terms
+    u = engine.build_run(dict(objective=name, params=dict(monitor_w2=False), seed=0), CMODEL, tb(), cfg(batch_size=8)).fit()
+    assert "w2" not in u.history.columns
+    torch.testing.assert_close(torch.tensor(u.history.values), torch.tensor(h.drop(columns="w2").values))
+    close_weights(t.model, u.model, atol=0)
+
+
+def test_contrastive_w2_prepared_plan_gives_the_eager_step_and_reads_nothing_back(tb):
+    "Eq. 8's host stage: with `prepare`'s draws and plan the forward is the eager one (terms and gradients), host-free."
+    from disentbook.objectives.contrastive import ContrastiveW2
+    t = _crun("contrastive_w2", tb)
+    obj, model = t.objective, t.model
+    batch = t.sampler.sample(8, make_generator(3))
+    def step(prepared):
+        model.zero_grad(set_to_none=True); torch.manual_seed(5)
+        b = batch
+        if prepared:
+            with torch.no_grad(): b = {**batch, **obj.prepare(model, batch)}
+        with engine.NoHostReads() if prepared else contextlib.nullcontext(): out = obj(model, b, 0)
+        out["loss"].backward()
+        return {k: v.detach() for k, v in out.items() if k == "loss" or k == "w2"}, [p.grad.clone() for p in model.parameters()]
+    (o1, g1), (o2, g2) = step(False), step(True)
+    for k in o1: torch.testing.assert_close(o1[k], o2[k], rtol=1e-6, atol=1e-6)
+    for a, b in zip(g1, g2): torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(engine.HostReadError, match="numpy"):       # without the prepared plan, the step solves it
+        with engine.NoHostReads(), torch.no_grad(): obj(model, batch, 0)
+    s = engine.step_support(t)
+    assert s["capture"] and not s["vmap"] and "exact OT plan" in s["why"] and "captured single" in s["why"]
+    assert ContrastiveW2.host_stage and not engine.make_objective("contrastive_vae").host_stage
+
+
+def test_contrastive_ensemble_with_monitored_w2_equals_separate_runs(tb):
+    members = [dict(objective="contrastive_w2_dirac", params=dict(dirac_weight=w), seed=s) for s, w in [(0, 1.0), (1, 3.0)]]
+    res = engine.fit_ensemble(members, CMODEL, None, cfg(batch_size=8), sampler=tb)
+    for m, r in zip(members, res):
+        alone = engine.build_run(m, CMODEL, tb(), cfg(batch_size=8)).fit()
+        assert list(r["history"].columns) == list(alone.history.columns) and r["history"].columns[-1] == "w2"
+        torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
+
+
+def test_vfae_group_mmd_is_vmapped_and_captured_and_equals_separate_runs():
+    "VFAE's MMD over nuisance groups reads no group ids back (their count is the nuisance size): an ensemble like the others."
+    from disentbook.data.colored_mnist import ColoredMNIST, PairSampler
+    small = ColoredMNIST("train", "embedded")
+    model = dict(kind="vae", image_size=28, channels=3, latent_dim=16, hidden=16)
+    members = [dict(objective="vfae", params=dict(nuisance_sizes=[6.0, 3.0]), seed=s) for s in (0, 1)]
+    sampler = lambda device: PairSampler(small, k=(1, 2), device=device)
+    t = engine.build_run(members[0], model, sampler("cpu"), cfg(batch_size=8), data=small)
+    s = engine.step_support(t)
+    assert s["vmap"] and s["capture"], s
+    res = engine.fit_ensemble(members, model, small, cfg(batch_size=8), sampler=sampler)
+    for m, r in zip(members, res):
+        alone = engine.build_run(m, model, sampler("cpu"), cfg(batch_size=8), data=small).fit()
+        torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)

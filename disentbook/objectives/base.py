@@ -53,6 +53,25 @@ class Objective(nn.Module):
         "Terms of the update of `aux_nets[name]` (`'loss'` minimised), from the detached `out` of the main update."
         raise NotImplementedError(f"{type(self).__name__} has an auxiliary net {name!r} but no aux_loss")
 
+    # optional: work that a training step should not do every time, or cannot do inside a captured graph
+    host_stage: str = ""                 # what `prepare` computes on the host before each captured step (empty: nothing)
+
+    def monitor_keys(self) -> list[str]:
+        "Names of the terms `monitor` logs (none by default); fixed for the run, after the step's own terms in the history."
+        return []
+
+    def monitor(self, model: nn.Module, batch: dict, generator: torch.Generator) -> dict:
+        """Scalars logged once per log interval on a batch of their own, outside the training step: no gradient, no
+        update, host reads allowed (e.g. an exact OT distance on the CPU). Random draws only from `generator`, so that
+        training is the same with or without monitoring."""
+        return {}
+
+    def prepare(self, model: nn.Module, batch: dict) -> dict:
+        """(`host_stage` objectives) `_`-prefixed batch entries computed without gradient before a captured step, on the
+        host where needed (an exact OT plan, say), so that `forward` itself reads nothing back and can be captured. A
+        forward given them computes the same terms as one without them; the eager `Trainer` does not call it."""
+        return {}
+
 # %% ../../nbs/04_objectives.ipynb #134fe671
 NEEDS = dict(dataset_size=("dataset_size",), latent_dim=("latent_dim",), latent_split=("z_dim", "s_dim"),
              image_shape=("image_numel",))

@@ -60,12 +60,13 @@ class ContrastiveVAE(VAE):
         return torch.cat([z, torch.zeros(len(z), self.s_dim, device=z.device, dtype=z.dtype) if s is None else s], 1)
 
 # %% ../../nbs/50_contrastive.ipynb #ec718474
-def contrastive_terms(model, x, y, beta: float = 2.0, generator: torch.Generator | None = None) -> dict:
-    "Eq. 3 on a target batch `x` and a background batch `y`: rec/KL terms, L_VAE, and the codes (z, s of both)."
+def contrastive_terms(model, x, y, beta: float = 2.0, generator: torch.Generator | None = None, eps_z=None) -> dict:
+    """Eq. 3 on a target batch `x` and a background batch `y`: rec/KL terms, L_VAE, and the codes (z, s of both).
+    `eps_z` (2B, z_dim): the standard normal draws of the common codes z = mu + sigma * eps, when drawn beforehand."""
     b = len(x)
     p = model.encode_parts(torch.cat([x, y]))
     mu_z, lv_z, mu_s, lv_s = (p[k].float() for k in ("mu_z", "logvar_z", "mu_s", "logvar_s"))
-    z = reparameterize(mu_z, lv_z, generator)
+    z = reparameterize(mu_z, lv_z, generator) if eps_z is None else mu_z + torch.exp(0.5 * lv_z) * eps_z
     s_x = reparameterize(mu_s[:b], lv_s[:b], generator)
     out = model.decode(torch.cat([torch.cat([z[:b], s_x], 1), model.join(z[b:])]))
     nll = model.nll(out.float(), torch.cat([x, y]))
@@ -134,7 +135,7 @@ def permute_pairs(z: torch.Tensor, s: torch.Tensor, generator: torch.Generator |
 # %% ../../nbs/50_contrastive.ipynb #e3d7d3a2
 OURS = "Towards principled objectives for contrastive disentanglement, ICLR 2020 submission (OpenReview)"
 _COMMON = dict(beta=Param("float", 2.0, "weight of the KL terms of L_VAE (Eq. 3)", low=0),
-               monitor_w2=Param("bool", True, "log the exact W2 between the target's and background's common codes"),
+               monitor_w2=Param("bool", True, "log the exact W2 between the target's and background's common codes (once per log interval, on a batch of its own)"),
                solver=Param("str", "emd", "exact OT solver", choices=OT_SOLVERS))
 _DIRAC = dict(dirac_weight=Param("float", 1.0, "weight of the W2 to the Dirac prior of s on background images (Eq. 7)", low=0))
 _DISC = dict(disc_hidden=Param("int", 256, "discriminator width", low=1), disc_depth=Param("int", 2, "discriminator hidden layers", low=1),
@@ -152,13 +153,17 @@ class _Contrastive(Objective):
 
     def terms(self, model, batch) -> dict:
         if "y" not in batch: raise InputError("contrastive objectives need batches with 'x' (target) and 'y' (background)")
-        t = contrastive_terms(model, batch["x"], batch["y"], self.beta)
+        t = contrastive_terms(model, batch["x"], batch["y"], self.beta, eps_z=batch.get("_eps_z"))
         t["dirac"] = dirac_surrogate(t["mu_s_y"], t["logvar_s_y"])
         return t
 
+    def monitor_keys(self) -> list[str]: return ["w2"] if self.monitor_w2 else []
+    def monitor(self, model, batch, generator) -> dict:
+        "The exact W2² between the common codes z of a target and a background batch (sampled codes, as Eq. 8 uses them)."
+        t = contrastive_terms(model, batch["x"], batch["y"], self.beta, generator)
+        return dict(w2=w2_loss(t["z_x"], t["z_y"], self.solver))
+
     def logged(self, t: dict, loss, w2=None, **extra) -> dict:
-        if w2 is None and self.monitor_w2:
-            with torch.no_grad(): w2 = w2_loss(t["z_x"].detach(), t["z_y"].detach(), self.solver)
         out = dict(loss=loss, l_vae=t["l_vae"], rec_x=t["rec_x"], rec_y=t["rec_y"], kl_x=t["kl_x"], kl_y=t["kl_y"],
                    dirac=t["dirac"].detach(), **extra)
         if w2 is not None: out["w2"] = w2
@@ -184,7 +189,9 @@ class ContrastiveDirac(_Contrastive):
 
 @register_objective("contrastive_w2")
 class ContrastiveW2(_Contrastive):
-    "Ours, Eq. 8: Eq. 7 + lambda_z * exact W2^2 between the batch's common codes z_x and z_y (Danskin gradients)."
+    """Ours, Eq. 8: Eq. 7 + lambda_z * exact W2^2 between the batch's common codes z_x and z_y (Danskin gradients). Its
+    plan is solved on the host; a captured step gets it from `prepare` (with the draws of z), the eager step solves it."""
+    host_stage = "the exact OT plan between the batch's common codes (POT's EMD)"
     params = dict(_COMMON, **_DIRAC, lambda_z=Param("float", 1.0, "weight of the exact W2 between common codes (Eq. 8)", low=0),
                   w2_on=Param("str", "sample", "W2 on sampled codes or on encoder means", choices=("sample", "mean")))
     def __init__(self, beta: float = 2.0, dirac_weight: float = 1.0, lambda_z: float = 1.0, solver: str = "emd",
@@ -192,11 +199,22 @@ class ContrastiveW2(_Contrastive):
         if w2_on not in ("sample", "mean"): raise InputError(f"w2_on: expected 'sample' or 'mean', got {w2_on!r}")
         super().__init__(beta, monitor_w2, solver, dirac_weight=float(dirac_weight), lambda_z=float(lambda_z), w2_on=w2_on)
         self.dirac_weight, self.lambda_z, self.w2_on = float(dirac_weight), float(lambda_z), w2_on
+    def monitor_keys(self) -> list[str]: return []           # its W2 is a step term
+    def prepare(self, model, batch) -> dict:
+        """The draws of z and the exact plan of the codes the step will see: its forward, given them, draws the same numbers
+        in the same order as without them and reads nothing back."""
+        x = torch.cat([batch["x"], batch["y"]])
+        p = model.encode_parts(x)
+        mu, lv = p["mu_z"].float(), p["logvar_z"].float()
+        eps = torch.randn(mu.shape, device=mu.device, dtype=mu.dtype)   # what `reparameterize` draws in the step
+        z = mu + torch.exp(0.5 * lv) * eps if self.w2_on == "sample" else mu
+        b = len(batch["x"])
+        return dict(_eps_z=eps, _plan=ot_plan(sq_cost_matrix(z[:b], z[b:]), self.solver))
     def forward(self, model, batch, step):
         t = self.terms(model, batch)
         if self.w2_on == "sample": zx, zy = t["z_x"], t["z_y"]
         else: b = len(t["z_x"]); zx, zy = t["mu_z"][:b], t["mu_z"][b:]
-        w2 = w2_loss(zx, zy, self.solver)
+        w2 = w2_loss(zx, zy, self.solver) if "_plan" not in batch else (batch["_plan"] * sq_cost_matrix(zx, zy)).sum()
         return self.logged(t, t["l_vae"] + self.dirac_weight * t["dirac"] + self.lambda_z * w2, w2=w2)
 
 @register_objective("cvae")
@@ -228,7 +246,6 @@ class CVAE(_Contrastive):
     def aux_loss(self, name, model, batch, out, step):
         z, s = out["_z"], out["_s"]
         return dict(loss=density_ratio_loss(self.aux_nets[name], (z, s), permute_pairs(z, s)))
-
 
 # %% ../../nbs/50_contrastive.ipynb #17de3b38
 def _randn(g, *shape, dtype=torch.float32, scale=1.0):

@@ -472,9 +472,13 @@ class SRbVAEContrastive(Objective):
         out = dict(loss=loss, l_vae=l_vae, rec_x=rec_x, rec_y=rec_y, kl_x=kl_x, kl_y=kl_y,
                    dirac=dirac_surrogate(rb["mu_e"][b:], rb["logvar_e"][b:]).detach(), kl_pq=kl_pq, kl_qp=kl_qp, latent_rec=lat,
                    _q_t=t["q0"], _p_t=t["p0"], _q_b=t["q1"], _p_b=t["p1"])
-        if self.monitor_w2:
-            with torch.no_grad(): out["w2"] = w2_loss(rb["z_u"].detach(), rb["z_r"].detach(), self.solver)
         return out
+
+    def monitor_keys(self) -> list[str]: return ["w2"] if self.monitor_w2 else []
+    def monitor(self, model, batch, generator) -> dict:
+        "The exact W2² between the sampled common codes of a target and a background batch, outside the step (host OT)."
+        rb = rb_vae_terms(model, batch["x"], batch["y"], generator)
+        return dict(w2=w2_loss(rb["z_u"], rb["z_r"], self.solver))
 
     def aux_loss(self, name, model, batch, out, step):
         q, p = (out["_q_t"], out["_p_t"]) if name == "d_target" else (out["_q_b"], out["_p_b"])

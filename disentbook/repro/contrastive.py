@@ -50,7 +50,7 @@ CONTRASTIVE_SCALES = dict(
     quick=dict(seeds=3, train=dict(steps=1000, batch_size=64, lr=1e-3, log_every=25), data=_data(700, 4986, 60, 600),
                model=_MODEL(128), eval=dict(w2_batches=10, tsne=True), datasets=("L-MNIST",),   # the headline claims' column
                lambdas=(0.0, 0.1, 1.0, 10.0), sizes=((250, 4986), (500, 2500), (700, 1000)), sweep_methods=("srb_vae", "ours_eq8")),
-    gpu=dict(seeds=5, train=dict(steps=1000, batch_size=128, lr=1e-3, log_every=100), data=_data(700, 4986, 150, 2000),
+    gpu=dict(seeds=5, train=dict(steps=3000, batch_size=128, lr=1e-3, log_every=100), data=_data(700, 4986, 150, 2000),
              model=_MODEL(256), eval=dict(w2_batches=20, tsne=True), datasets=("L-MNIST",),
              lambdas=(0.0, 0.1, 1.0, 10.0), sizes=((250, 4986), (500, 2500), (700, 1000)), sweep_methods=("srb_vae", "ours_eq8")),
     paper=dict(seeds=3, train=dict(steps=None, epochs=200, batch_size=128, lr=1e-3, log_every=500), data=_data(4986, 4986, 500, 4986),

@@ -499,12 +499,13 @@ def _predict(sup: dict, k: int, device: torch.device) -> tuple[str, str, bool]:
     "(mode, why, vmapped) a group of `k` runs will train in on `device`, from its `step_support`."
     if device.type != "cuda":
         how = (f"its {k} runs as one vmapped ensemble" if sup["vmap"] and k > 1 else "eagerly" if k == 1 else "run by run") \
-            + (f" (not vmappable: {sup['replay'] or sup['host']})" if not sup["vmap"] else "")
+            + (f" (not vmappable: {sup['replay'] or sup['host'] or sup.get('host_stage')})" if not sup["vmap"] else "")
         return "eager", f"CUDA graphs need a CUDA device; on {device} {how}", sup["vmap"]
     if sup["vmap"] and sup["capture"]:
         return ("captured_ensemble" if k > 1 else "captured_single"), \
                f"{k} run(s) of one architecture and objective, vmapped and captured as one CUDA graph", True
     if sup["capture"]:
+        if sup.get("host_stage"): return "captured_single", f"{sup['host_stage']}; each step's host stage runs before its graph", False
         return "captured_single", f"not vmappable ({sup['replay'] or sup['host']}): each run captured alone", False
     return "eager", f"cannot be captured: {sup['why']}", False
 
@@ -516,7 +517,7 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
     λ_3 = 0 vs 200: `engine.step_support`) and into chunks of `max_members`. One dict per group: `jobs` (indices into
     `jobs`), `members` (K), `model_config`, `train` (the `TrainConfig` dict, seed aside), `family` (e.g. 'conv64_vae';
     '_adv' with a discriminator), `mode` ('captured_ensemble', 'captured_single': each run captured alone, 'eager'),
-    `why`, and `vmap` (whether the engine trains its runs as one vmapped model). `device`: predict for this device
+    `why`, `host_stage` (each step first computes something on the host, e.g. an exact OT plan), and `vmap` (whether the engine trains its runs as one vmapped model). `device`: predict for this device
     instead of the jobs' own."""
     from disentbook.engine import ensemble_key, split_static
     buckets: dict = {}
@@ -543,6 +544,7 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
                 groups.append(dict(jobs=chunk, members=len(chunk), model_config=model_config,
                                    train={k: v for k, v in train.to_dict().items() if k not in ("seed", "progress")},
                                    family=_family(model_config, obj), mode=mode, why=why, vmap=vmapped,
+                                   host_stage=bool(sup.get("host_stage")),
                                    objective=j0["spec"]["objective"], paper=j0["paper"], dataset=j0["dataset"]))
     return groups
 
