@@ -23,7 +23,7 @@ def embedded_mnist() -> tuple[torch.Tensor, torch.Tensor]:
     "The 10,000 real MNIST digits embedded in the package: uint8 `(10000, 28, 28)` and int64 labels."
     from disentbook.data.digits import embedded_digits           # sha256-checked against its card
     x, y = embedded_digits()
-    return torch.from_numpy(x.copy()), torch.from_numpy(np.asarray(y, dtype=np.int64))
+    return torch.from_numpy(x.copy()), torch.from_numpy(np.array(y, dtype=np.int64))   # copies: the archive is read-only
 
 def _source_digits(source: str, root=None) -> dict:
     "Digits for the three roles: dict(reference=(x, y), unlabelled=(x, y), probe=(x, y), source=str)."
