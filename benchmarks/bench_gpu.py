@@ -136,13 +136,15 @@ class Bench:
     def paper_rows(self, name: str, precision: str) -> list[dict]:
         """One row per model family of paper `name`'s gpu plan that the dSprites rows do not cover (smoke with --tiny):
         its first run built as the harness builds it (data, sampler, model, objective, batch size), in the mode the plan
-        predicts (a captured single model, or the Trainer's eager step where no step can be captured)."""
+        predicts (a captured single model, or the Trainer's eager step where no step can be captured); a group whose steps
+        need a host stage (`Objective.prepare`: the contrastive Eq. 8's exact OT plan) gets a row of its own, marked."""
         a, dev = self.a, self.dev
         paper, jobs, _ = P.paper_jobs(name, "smoke" if a.tiny else "gpu", device=str(dev))
         out, seen = [], set()
         for g in H.group_jobs(jobs, device=str(dev)):
-            if (g["family"], g["mode"] == "eager") in seen: continue         # one row per family and mode
-            seen.add((g["family"], g["mode"] == "eager"))
+            key = (g["family"], g["mode"] == "eager", bool(g.get("host_stage")))
+            if key in seen: continue                                          # one row per family, mode and host stage
+            seen.add(key)
             j = jobs[g["jobs"][0]]
             _, cfg, data, mc = H._setup(j)
             member = dict(H._member(j, cfg), out_dir=None, seed=0)
@@ -154,8 +156,10 @@ class Bench:
                 t = engine.build_run(member, mc, H._sampler_fn(paper, data)(dev), conf, data=H.train_data(data), device=dev,
                                      resume=False)
                 return t if eager else engine.CapturedStep(t, capture=dev.type == "cuda", precision=precision)
-            out.append(self.row(member["objective"], "eager" if eager else "captured_single", 1, precision, make,
-                                family=g["family"], batch=batch, paper=name))
+            r = self.row(member["objective"], "eager" if eager else "captured_single", 1, precision, make,
+                         family=g["family"], batch=batch, paper=name)
+            if g.get("host_stage"): r["host_stage"] = True                    # e.g. Eq. 8's exact OT plan before each step
+            out.append(r)
         return out
 
     def bare(self, precision: str) -> dict:

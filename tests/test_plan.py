@@ -42,6 +42,23 @@ def test_rates_interpolate_in_log_k_and_never_extrapolate_growth():
     assert P.rate(t, "conv64_vae_adv", "captured_ensemble", 4) == (1000.0, "conv64_vae_adv, ensemble held at K = 1, measured")
 
 
+def test_a_host_stage_group_uses_its_own_row_else_the_eager_rate():
+    "Eq. 8's captured steps solve an OT plan on the host first: never rated as a plain captured model."
+    t = json.loads(json.dumps(P.ANCHORS))
+    t["rows"].append(dict(family="conv28_contrastive_vae", mode="captured_single", group_size=1, images_per_s=40000))
+    r, why = P.rate(t, "conv28_contrastive_vae", "captured_single", 1, host_stage=True)
+    assert r == 12463 and "no figure for it: rated as eager" in why
+    assert P.rate(t, "conv28_contrastive_vae", "captured_single", 1)[0] == 40000
+    t["rows"].append(dict(family="conv28_contrastive_vae", mode="captured_single", group_size=1, images_per_s=20000, host_stage=True))
+    r, why = P.rate(t, "conv28_contrastive_vae", "captured_single", 1, host_stage=True)
+    assert r == 20000 and "captured with a host stage" in why
+    assert P.rate(t, "conv28_contrastive_vae", "captured_single", 1)[0] == 40000      # the host-stage row is its own
+    p = P.plan("contrastive", "gpu")
+    eq8 = [g for g in p["groups"] if g["objectives"] == ["contrastive_w2"]]
+    assert eq8 and all(g["plan_mode"] == "captured_single" and "rated as eager" in g["rate_source"] for g in eq8)
+    assert not [g for g in p["groups"] if g["mode"] == "eager"]                         # every contrastive group is captured
+
+
 def test_every_gpu_plan_fits_its_share_with_five_seeds():
     assert sum(P.GPU_SHARES.values()) == P.GPU_BUDGET_MINUTES == 20.0
     total = 0.0
