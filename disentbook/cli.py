@@ -136,6 +136,11 @@ def cmd_reproduce(args):
     if args.plan:                                                  # the groups and device minutes; nothing is trained
         from disentbook.repro.plan import check_budget, plan, plan_text
         p = plan(args.name, args.scale, seed=args.seed, **extra); print(plan_text(p)); check_budget(p); return 0
+    if getattr(args, "rejudge", False):                            # the current judge on finished runs; nothing trains
+        from disentbook.repro.harness import PAPERS, rejudge
+        if args.name not in PAPERS: raise InputError(f"--rejudge: {args.name!r} is not a harness reproduction")
+        with run_lock(out): r = rejudge(PAPERS[args.name], out)
+        print(Path(r["report_path"]).read_text()); return 0
     resolve_device(args.device)                                    # before any data work
     if getattr(args, "threads", None) is not None: torch.set_num_threads(int(args.threads))
     takes_overwrite = "overwrite" in inspect.signature(fn).parameters
@@ -534,6 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--overwrite", action="store_true", help="replace what an existing results folder holds")
     r.add_argument("--plan", action="store_true", help="print every group it would train (members, steps, images, mode) and "
                    "the estimated device minutes from benchmarks/throughput.json, train nothing; a gpu plan over budget is an error")
+    r.add_argument("--rejudge", action="store_true", help="judge the finished reproduction in --out again with this version's "
+                   "judge (claims, gates, table, report) from its metrics.json; nothing trains, figures are kept")
     r.add_argument("--threads", type=int_at_least(1), help="torch CPU threads (default: torch's choice)")
     r.set_defaults(func=cmd_reproduce)
 

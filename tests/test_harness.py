@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from disentbook.cli import main
 from disentbook.core import InputError, REPRODUCTIONS
 from disentbook.repro import harness as H
 from disentbook.train import model_spec
@@ -137,6 +138,32 @@ def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
     assert json.loads((run / "settings.json").read_text())["train"]["steps"] == 2 and len(calls) == 9
     fn("smoke", out_dir=tmp_path, device="cpu", seed=3, overwrite=True)
     assert len(calls) == 13 and not (tmp_path / ".lock").exists()
+
+
+def test_rejudge_applies_this_judge_to_finished_runs_without_training(toy, tmp_path, monkeypatch):
+    "`--rejudge`: claims, cells and report rebuilt from metrics.json (what a later judge fix needs); nothing trains."
+    fn, calls = toy
+    fn("quick", out_dir=tmp_path, device="cpu", seed=3)
+    n, m = len(calls), json.loads((tmp_path / "metrics.json").read_text())
+    assert m["claims"][0]["verdict"] == H.HOLDS
+    for k, run in enumerate(m["results"]["T"]["b4"]): run["score"] = 0.5 + 0.01 * k       # as if judged on other numbers
+    (tmp_path / "metrics.json").write_text(json.dumps(m))
+    def no_training(*a, **k): raise AssertionError("rejudge trained")
+    monkeypatch.setattr(H, "train_group", no_training)
+    assert main(["reproduce", "toy_test", "--out", str(tmp_path), "--rejudge"]) == 0
+    r = json.loads((tmp_path / "metrics.json").read_text())
+    assert len(calls) == n and r["claims"][0]["verdict"] == H.FAILS and r["seconds"] == m["seconds"]
+    assert r["rejudged"]["trained"].startswith("the runs of this folder") and r["figures"] == m["figures"]
+    md = (tmp_path / "report.md").read_text()
+    assert md.splitlines()[2].startswith("Re-judged ") and "FAILS" in md and "| b4 | 0.51 ± 0.01 | 2 |" in md
+    assert not (tmp_path / ".lock").exists()
+    # bad input: one-line errors
+    (tmp_path / "metrics.json").write_text("{not json")
+    with pytest.raises(InputError, match="not readable JSON"): H.rejudge(H.PAPERS["toy_test"], tmp_path)
+    (tmp_path / "metrics.json").unlink()
+    with pytest.raises(InputError, match="metrics.json not found"): H.rejudge(H.PAPERS["toy_test"], tmp_path)
+    (tmp_path / "metrics.json").write_text(json.dumps(dict(m, paper="other")))
+    with pytest.raises(InputError, match="holds a 'other' reproduction"): H.rejudge(H.PAPERS["toy_test"], tmp_path)
 
 
 def test_seed_before_model_gives_identical_runs(toy, tmp_path):

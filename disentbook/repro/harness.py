@@ -27,7 +27,7 @@ __all__ = ['SCALE_ORDER', 'PAPERS', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'VERD
            'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'train_run', 'train_group', 'group_jobs',
            'train_ensembles', 'Context', 'show_images', 'latent_order', 'traversal_panel', 'traversal_figures',
            'library_scores', 'paper_lookup', 'cell_verdict', 'table_rows', 'table_markdown', 'prepare_out',
-           'release_out', 'reproduce', 'claim_lines', 'register_reproduction']
+           'release_out', 'reproduce', 'rejudge', 'claim_lines', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #208e9398
 from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
@@ -850,6 +850,41 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
     finally:
         release_out(out)
 
+def rejudge(paper: Paper, out_dir) -> dict:
+    """Judge a finished reproduction again with this version's judge (gates, cells, claims, table.csv, report.md,
+    metrics.json) from the per-run metrics its metrics.json holds: nothing trains and no figure is redrawn (they need the
+    models). The report keeps the original wall times and says when and from what it was re-judged."""
+    out = Path(out_dir)
+    f = out / "metrics.json"
+    try: m = json.loads(f.read_text())
+    except FileNotFoundError: raise InputError(f"{f} not found: re-judging needs a finished reproduction's metrics.json") from None
+    except (OSError, ValueError) as e: raise InputError(f"{f} is not readable JSON ({type(e).__name__}): re-run the reproduction") from None
+    need = ("paper", "scale", "config", "seeds", "results", "options")
+    if not isinstance(m, dict) or any(k not in m for k in need):
+        raise InputError(f"{f} lacks {[k for k in need if not isinstance(m, dict) or k not in m]}: not a reproduction's metrics.json")
+    if m["paper"] != paper.name: raise InputError(f"{f} holds a {m['paper']!r} reproduction, not {paper.name!r}")
+    prepare_out(out, resume=True)
+    try:
+        ctx = Context(paper, m["scale"], m["config"], out, "cpu", m["options"], [int(s) for s in m["seeds"]])
+        ctx.results, ctx.skipped = m["results"], dict(m.get("skipped") or {})
+        for t in paper.tables:
+            if t.name not in ctx.results: continue
+            ctx.specs[t.name], ctx.datasets[t.name] = t.specs(m["config"], m["options"]), t.dataset_name(m["options"])
+            got, order = ctx.results[t.name], list(dict.fromkeys(ctx.row(s) for s in ctx.specs[t.name]))
+            ctx.results[t.name] = {r: got[r] for r in [*order, *got] if r in got}      # the table's row order, not JSON's
+        ctx.device = torch.device(str(m.get("device", "cpu")))
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        first = m.get("rejudged", {}).get("trained") or f"the runs of this folder ({m.get('seconds', float('nan')):.0f} s)"
+        ctx.notes = [n for n in m.get("notes", []) if not str(n).startswith("Re-judged")]
+        note = f"Re-judged {when} by `rejudge` from {first}: nothing retrained, figures kept as drawn then."
+        res = _finish(ctx, float(m.get("train_seconds", float("nan"))), 0.0, figures=m.get("figures", []),
+                      seconds=float(m.get("seconds", float("nan"))), extra=dict(rejudged=dict(when=when, trained=first)))
+        md = Path(res["report_path"]).read_text().split("\n")
+        md.insert(2, note + "\n"); Path(res["report_path"]).write_text("\n".join(md))
+        return res
+    finally:
+        release_out(out)
+
 def _learned(ctx, table: Table) -> dict:
     "{row: dict(learned, why, checked)} of `table`'s runs under the paper's gates."
     return learned_rows(ctx.paper.learned, ctx.values(table.name)) if ctx.paper.learned else {}
@@ -872,14 +907,18 @@ def _claims(ctx) -> list[dict]:
     return out
 
 def _modes(ctx) -> list[str]:
-    "How each run trained (the `mode` the engine writes into each run's eval.json), counted per mode."
-    counts, why = {}, {}
+    """How each run trained (the `mode` the engine writes into each run's eval.json, or its copy in the results when the
+    run folders are gone), counted per mode."""
+    counts, why, seen = {}, {}, set()
     for t, specs in ctx.specs.items():
         for s in specs:
-            for seed in ctx.seeds:
+            runs = ctx.results.get(t, {}).get(ctx.row(s), [])
+            for i, seed in enumerate(ctx.seeds):
+                if (ctx.datasets[t], s["slug"], seed) in seen: continue      # a run two tables share counts once
+                seen.add((ctx.datasets[t], s["slug"], seed))
                 f = run_dir(ctx.out, ctx.datasets[t], s, seed) / "eval.json"
                 try: e = json.loads(f.read_text())
-                except (OSError, ValueError): continue
+                except (OSError, ValueError): e = {"mode": runs[i].get("mode")} if i < len(runs) and isinstance(runs[i], dict) else {}
                 m = e.get("mode") or e.get("metrics", {}).get("mode")
                 if not isinstance(m, dict): continue
                 key = (str(m.get("mode")), str(m.get("members", "")))
@@ -901,12 +940,14 @@ def _differences(ctx) -> list[str]:
     return [f"{k} {json.dumps(ours.get(k))} (paper scale {json.dumps(theirs.get(k))})" for k in sorted(set(ours) | set(theirs))
             if k != "seeds" and ours.get(k) != theirs.get(k)]
 
-def _finish(ctx: Context, train_seconds: float, t0: float) -> dict:
-    "Figures, tables, claims, the report, table.csv and metrics.json."
+def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None = None, seconds: float | None = None,
+            extra: dict | None = None) -> dict:
+    """Figures, tables, claims, the report, table.csv and metrics.json. `figures` (a list of file names): keep these
+    instead of drawing them (`rejudge`); `seconds`: the wall time to report instead of the time since `t0`."""
     import pandas as pd
     p, out = ctx.paper, ctx.out
-    figs = []
-    for f in p.figures:
+    figs = list(figures) if figures is not None else []
+    for f in (p.figures if figures is None else ()):
         for name, fig in (f(ctx) or {}).items(): figs.append(str(save_figure(fig, out / name).relative_to(out)))
     rows, md_tables, gates = [], [], {}
     for t in p.tables:
@@ -917,14 +958,14 @@ def _finish(ctx: Context, train_seconds: float, t0: float) -> dict:
         r = table_rows(ctx.values(t.name), t, paper, ctx.scale, ctx.datasets[t.name]); rows += r
         md_tables += [f"## {t.title or t.name}", "", table_markdown(r, t), ""]
     claims = _claims(ctx)
-    seconds = time.perf_counter() - t0
+    seconds = time.perf_counter() - t0 if seconds is None else seconds
     pd.DataFrame(rows).to_csv(out / "table.csv", index=False)
     md = _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates)
     metrics = dict(paper=p.name, scale=ctx.scale, config=ctx.cfg, device=str(ctx.device), seeds=ctx.seeds,
                    seconds=seconds, train_seconds=train_seconds, rule=RULE_TEXT,
                    options={k: v for k, v in ctx.options.items() if _jsonable(v)},
                    results=ctx.results, table=rows, claims=claims, learned=gates, skipped=ctx.skipped, notes=ctx.notes,
-                   figures=figs)
+                   figures=figs, **(extra or {}))
     write_json(metrics, out / "metrics.json")
     (out / "report.md").write_text(md)                                   # last: its presence means "finished"
     return dict(metrics, report_path=str(out / "report.md"))
