@@ -79,3 +79,30 @@ def test_a_stage_cut_short_is_packed_and_not_done(capsys, tmp_path):
     assert "limit" in G.read_archive(tmp_path / "vae.tar.gz")["vae/log.txt"].decode()
     capsys.readouterr()
     assert G.main(["--list", "--results", str(tmp_path)]) == 0 and "timeout" in capsys.readouterr().out
+
+
+def test_stages_landed_by_an_earlier_session_are_done(capsys, tmp_path):
+    "The committed ledger (`--unpack` writes it) carries the campaign across GPU slots: landed stages are skipped."
+    import argparse
+    res, ledger = tmp_path / "results", tmp_path / "gpu_campaign.json"
+    res.mkdir()
+    rec = dict(stage="bench", status="ok", returncode=0, device="NVIDIA H100 80GB HBM3", tiny=False, seconds=321.0,
+               finished="2026-11-24 10:00:00 UTC", files=["bench/throughput.json"])
+    G.write_archive(G.archive_path(res, "bench"), {"bench/stage.json": json.dumps(rec).encode()})
+    G.write_ledger(argparse.Namespace(results=res, ledger=ledger))
+    assert list(json.loads(ledger.read_text())["stages"]) == ["bench"] and "files" not in json.loads(ledger.read_text())["stages"]["bench"]
+    other = tmp_path / "fresh"                                                   # the next session: an empty results folder
+    assert G.done(other, "bench", ledger) and not G.done(other, "bench") and not G.done(other, "vae", ledger)
+    assert G.main(["--list", "--results", str(other), "--ledger", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert "landed (321 s on NVIDIA H100" in out and "vae          not run" in out
+    assert G.main(["--stage", "bench", "--results", str(other), "--ledger", str(ledger)]) == 0
+    assert "landed earlier" in capsys.readouterr().out
+    # a CPU rehearsal never lands; a corrupt ledger is a one-line error
+    G.write_archive(G.archive_path(res, "vae"), {"vae/stage.json": json.dumps(dict(rec, stage="vae", tiny=True)).encode()})
+    G.write_ledger(argparse.Namespace(results=res, ledger=ledger))
+    assert "vae" not in json.loads(ledger.read_text())["stages"]
+    ledger.write_text("{oops")
+    assert G.main(["--list", "--results", str(other), "--ledger", str(ledger)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not readable JSON" in err

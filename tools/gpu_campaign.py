@@ -26,6 +26,10 @@ benchmarks/ says how to carry them): POT (the contrastive paper's exact optimal 
 stages need; ipywidgets and its dependencies only for the CUDA test of the widgets (without them that file is
 reported as not collected).
 
+Across sessions: `--unpack` lands a GPU stage's results in the checkout and records the stage in the committed ledger
+`benchmarks/gpu_campaign.json`; a later session's `--next` / `--all` skip the stages listed there (and the pretrained
+recipes whose committed card was trained by this stage on a GPU), so successive GPU slots finish the campaign.
+
 A GPU stage without a GPU (and without `--device cpu`) is a one-line error saying what to do (exit status 2).
 """
 from __future__ import annotations
@@ -37,6 +41,7 @@ PAPERS = ("vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance")
 STAGES = ("tests", "bench", *PAPERS, "pretrained")
 ARCHIVE = {"tests": "checks", "bench": "checks", **{p: p for p in PAPERS}, "pretrained": "pretrained"}
 LIMIT_S = 9 * 60                       # one stage, one command
+LEDGER = ROOT / "benchmarks" / "gpu_campaign.json"     # stages landed in the checkout by earlier sessions (committed)
 MAX_FILES, MAX_FILE, MAX_TOTAL = 8, 16 * 2**20, 64 * 2**20
 # packages the GPU image lacks (its list: /work/.library/device/KINDS.md), as pip names
 WHEELS_REQUIRED = ("POT",)
@@ -97,9 +102,26 @@ def stage_record(results: Path, stage: str) -> dict | None:
     return json.loads(raw) if raw else None
 
 
-def done(results: Path, stage: str) -> bool:
+def read_ledger(path) -> dict:
+    "The stages `--unpack` landed in the checkout in earlier sessions (stage -> its stage.json); {} without a ledger."
+    if path is None: return {}
+    try: d = json.loads(Path(path).read_text())
+    except FileNotFoundError: return {}
+    except (OSError, ValueError) as e:
+        raise CampaignError(f"{path} is not readable JSON ({type(e).__name__}); restore it with git checkout") from None
+    return d.get("stages", {}) if isinstance(d, dict) and isinstance(d.get("stages", {}), dict) else {}
+
+
+def landed(ledger, stage: str) -> dict | None:
+    "The ledger's record of `stage` when it landed from a GPU run (never a CPU rehearsal), else None."
+    r = read_ledger(ledger).get(stage)
+    return r if isinstance(r, dict) and r.get("status") == "ok" and not r.get("tiny") else None
+
+
+def done(results: Path, stage: str, ledger=None) -> bool:
+    "Done in this results folder, or landed in the checkout by an earlier session (the ledger): a later slot goes on."
     r = stage_record(results, stage)
-    return bool(r) and r.get("status") == "ok"
+    return (bool(r) and r.get("status") == "ok") or landed(ledger, stage) is not None
 
 
 def check_limits(results: Path):
@@ -218,6 +240,14 @@ def collect_report(out: Path, name: str, device: str) -> dict:
     return files
 
 
+def gpu_card(name: str) -> bool:
+    "Whether the committed card of pretrained model `name` comes from this stage on a GPU (an earlier session's run)."
+    try: c = json.loads((ROOT / "disentbook" / "assets" / "pretrained" / f"{name}.json").read_text())
+    except (OSError, ValueError): return False
+    dev = str((c.get("train") or {}).get("device", "cpu"))
+    return str(c.get("recipe", "")).endswith("--stage pretrained") and not dev.startswith("cpu")
+
+
 def stage_pretrained(a, work: Path, log: list) -> tuple[int, dict]:
     "Each recipe trained at its GPU length (`train_job`, the `disentbook train` path), packaged by train_pretrained.py."
     names = a.recipes or (["beta_vae_b1"] if a.tiny else list(PRETRAINED_GPU))
@@ -226,6 +256,7 @@ def stage_pretrained(a, work: Path, log: list) -> tuple[int, dict]:
     kept = {k: v for k, v in before.items() if k.startswith(("pretrained/assets/", "pretrained/histories/"))} \
         if rec.get("tiny") == bool(a.tiny) and not a.redo else {}
     names = [n for n in names if f"pretrained/assets/{n}.json" not in kept]
+    if not (a.tiny or a.redo): names = [n for n in names if not gpu_card(n)]   # trained on a GPU by an earlier session
     if not names: return 0, kept
     code = f"""
 import json, sys, time
@@ -306,13 +337,30 @@ def unpack(a) -> int:
             top, _, rel = name.partition("/")
             if top != stage or rel in ("stage.json", "log.txt") or rel.startswith("runs/") or rel.startswith("histories/"): continue
             dest = (ROOT / "benchmarks" / "throughput.json" if rel == "throughput.json" else
+                    ROOT / "benchmarks" / "gpu_tests_junit.xml" if rel == "junit.xml" else
                     ROOT / "disentbook" / "assets" / "pretrained" / rel.split("/", 1)[1] if rel.startswith("assets/") else
                     ROOT / "reports" / f"{stage}-gpu" / rel if stage in PAPERS else None)
             if dest is None: continue
             dest.parent.mkdir(parents=True, exist_ok=True); dest.write_bytes(data); n += 1
             print(f"{stage}: {dest.relative_to(ROOT)}")
+    if n and a.ledger is not None: write_ledger(a)
     print(f"{n} files unpacked from {a.results}" if n else f"nothing to unpack in {a.results} (no GPU stage done)")
     return 0
+
+
+def write_ledger(a):
+    "Record every GPU stage that landed (its stage.json, when it was unpacked) in the ledger the next session reads."
+    stages = read_ledger(a.ledger)
+    now = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    for stage in STAGES:
+        rec = stage_record(a.results, stage)
+        if rec and rec["status"] == "ok" and not rec.get("tiny"):
+            stages[stage] = {k: v for k, v in rec.items() if k != "files"} | dict(unpacked=now)
+    body = dict(note="GPU campaign stages that landed in this checkout (tools/gpu_campaign.py --unpack); a stage listed "
+                     "here is done: --next and --all go on with the others, --redo runs it again.", stages=stages)
+    Path(a.ledger).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.ledger).write_text(json.dumps(body, indent=1) + "\n")
+    print(f"ledger: {Path(a.ledger)} ({', '.join(stages)})")
 
 
 def wheels(a) -> int:
@@ -349,25 +397,30 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=float, default=LIMIT_S, help="seconds one stage may take")
     ap.add_argument("--recipes", nargs="+", help="pretrained: these recipes only")
     ap.add_argument("--redo", action="store_true", help="run a stage again even when it is done")
+    ap.add_argument("--ledger", default=str(LEDGER), help="the committed record of stages landed by earlier sessions "
+                                                          "('' for none): those stages are done")
     a = ap.parse_args(argv)
     a.results = Path(a.results)
+    a.ledger = Path(a.ledger) if a.ledger else None
     try:
         if a.wheels: return wheels(a)
         if a.unpack: return unpack(a)
         if a.list:
             for s in STAGES:
-                r = stage_record(a.results, s)
-                state = f"{r['status']} ({r['seconds']:.0f} s on {r['device']})" if r else "not run"
+                r, l = stage_record(a.results, s), landed(a.ledger, s)
+                state = f"{r['status']} ({r['seconds']:.0f} s on {r['device']})" if r else \
+                    f"landed ({l['seconds']:.0f} s on {l['device']}, {l.get('finished', '')})" if l else "not run"
                 print(f"{s:<12} {state:<60} {WHAT[s]}")
             return 0
         if a.device.startswith("cpu") and not a.tiny:
             raise CampaignError("--device cpu runs the campaign's tiny rehearsal only: add --tiny (a CPU cannot train the gpu scale)")
-        todo = [a.stage] if a.stage else [s for s in STAGES if not done(a.results, s)]
+        todo = [a.stage] if a.stage else [s for s in STAGES if a.redo or not done(a.results, s, a.ledger)]
         if a.next: todo = todo[:1]
         elif not (a.stage or a.all):
             raise CampaignError("say what to run: --stage NAME, --next or --all (--list shows the stages)")
-        if a.stage and done(a.results, a.stage) and not a.redo:
-            print(f"stage {a.stage} is done ({archive_path(a.results, a.stage)}); --redo runs it again"); return 0
+        if a.stage and done(a.results, a.stage, a.ledger) and not a.redo:
+            where = archive_path(a.results, a.stage) if done(a.results, a.stage) else f"landed earlier: {a.ledger}"
+            print(f"stage {a.stage} is done ({where}); --redo runs it again"); return 0
         bad = 0
         for s in todo: bad += run_stage(a, s)["status"] != "ok"
         if not todo: print("every stage is done")
