@@ -97,6 +97,7 @@ def test_readme_has_the_commands_this_test_runs():
     cmds = [" ".join(c) for c in commands()]
     assert any("train --method contrastive_w2 --dataset grassy --out runs/w2" in c for c in cmds)
     assert any("reproduce vae --scale quick --resume" in c for c in cmds)
+    assert any("reproduce vae --out results/vae-quick --rejudge" in c for c in cmds)
     assert any(c.startswith("python3 -m disentbook pretrained") for c in cmds)
     assert "python3 -m disentbook student-edition nbs/exercises/ student/" in INLINE and "python3 -m disentbook data list" in INLINE
     assert len(PYTHON) >= 3
@@ -111,7 +112,7 @@ def test_every_readme_command_runs(fresh_dir, capsys):
         rc, out, err = run(capsys, a)
         assert rc == 0, f"`{' '.join(argv)}` (run as {a}) failed: {err[-2000:]}"
         ran.append(" ".join(argv))
-        if a[:2] == ["reproduce", "vae"] and "--resume" not in a:
+        if a[:2] == ["reproduce", "vae"] and "--resume" not in a and "--rejudge" not in a:
             # the quick start run a second time, as written: refused in one line that says what to do (the README's next block)
             rc, _, err = run(capsys, a)
             assert rc == 2 and "--resume" in err and "--overwrite" in err and len(err.strip().splitlines()) == 1, err
@@ -121,6 +122,7 @@ def test_every_readme_command_runs(fresh_dir, capsys):
         ran.append(cmd)
     assert (fresh_dir / "runs" / "w2" / "metrics.json").is_file() and (fresh_dir / "student").is_dir()
     report = (fresh_dir / "results" / "vae-quick" / "report.md").read_text()
+    assert "Re-judged " in report.splitlines()[2]                                  # the README's --rejudge ran last
     for png in sorted((fresh_dir / "results" / "vae-quick").rglob("*.png")):     # report.md links every figure written
         assert f"`{png.relative_to(fresh_dir / 'results' / 'vae-quick')}`" in report, png
     assert len(ran) >= 10, (ran, skipped)
