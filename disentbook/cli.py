@@ -15,8 +15,8 @@ __all__ = ['LOCK_NAME', 'RUN_FILES', 'PROCEDURAL', 'TRAINING_SETS', 'GROUND_TRUT
            'load_plugins', 'parse_params', 'int_at_least', 'positive_float', 'resolve_device', 'run_lock',
            'run_contents', 'refuse_existing', 'clear_run', 'cmd_reproduce', 'cmd_methods', 'cmd_pretrained', 'cmd_data',
            'TrainingSet', 'check_method_dataset', 'build_dataset', 'image_shape', 'make_sampler', 'build_model_for',
-           'run_metrics', 'metrics_table', 'train_job', 'cmd_train', 'cmd_evaluate', 'cmd_student_edition',
-           'build_parser', 'main']
+           'probe_features', 'run_metrics', 'metrics_table', 'train_job', 'cmd_train', 'cmd_evaluate',
+           'cmd_student_edition', 'build_parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #e9e66555
 def load_plugins():
@@ -323,27 +323,34 @@ def build_model_for(kind: str, shape: tuple, latent_dim: int = 10, z_dim: int = 
 
 # %% ../nbs/90_cli.ipynb #164daa05
 @torch.no_grad()
-def _codes(model, x, batch_size: int = 256):
-    dev = model.device
-    return torch.cat([model.encode(x[i:i + batch_size].to(dev))[0].float().cpu() for i in range(0, len(x), batch_size)]).numpy()
+def _codes(model, x, batch_size: int = 256, features=None):
+    "Encoder means of `x` (numpy), through `features` (e.g. an objective's `classifier_input`) when given."
+    dev, f = model.device, features or (lambda mu: mu)
+    return torch.cat([f(model.encode(x[i:i + batch_size].to(dev))[0].float()).cpu() for i in range(0, len(x), batch_size)]).numpy()
+
+def probe_features(objective):
+    """What a class probe reads for runs of `objective`: its `classifier_input` (the predictive block z_p of Ours and UAI,
+    the code without the condition slots of VFAE and CVIB), else the whole code (None)."""
+    return getattr(objective, "classifier_input", None)
 
 GROUND_TRUTH_METRICS = ("mig", "dci", "factor_vae")    # what `train` / `evaluate` report on a ground-truth set (dSprites)
 
-def run_metrics(model, data, num_points: int = 2000, seed: int = 0) -> list[dict]:
+def run_metrics(model, data, num_points: int = 2000, seed: int = 0, features=None) -> list[dict]:
     """The paper metrics for `data`, through `eval`, with small sample counts: MIG, DCI and the FactorVAE score on ground
     truth (dSprites); a linear probe and the reconstruction error on labelled digits; clustering accuracy and silhouette
     of z and s (k-means on the codes, no t-SNE) on a target/background pair; the mean absolute error of linear probes of
     the style on digit style; the average and worst-group accuracy of a linear class probe on Colored-MNIST (trained on
-    the training set, tested on the test split). Rows: metric, quantity, split, value, n."""
+    the training set, tested on the test split; on `features` of the code, the objective's `probe_features`, as the
+    reproduction reads it). Rows: metric, quantity, split, value, n."""
     from disentbook.eval import protocols, scores
     model.eval(); g = make_generator(seed)
-    if isinstance(data, ColoredMNIST):      # the invariance paper's Table 1 protocol, on the whole code
+    if isinstance(data, ColoredMNIST):      # the invariance paper's Table 1 protocol, on the code the objective classifies
         from sklearn.linear_model import LogisticRegression
         from disentbook.data.colored_mnist import class_labels, group_ids
         test = ColoredMNIST(split="test", rotation=data.rotation, angles=None)
         x, f = data.sample(max(20, int(num_points)), g)
         xt, ft = test.sample(max(10, int(num_points) // 2), make_generator(seed + 1))
-        z, zt = _codes(model, x), _codes(model, xt)
+        z, zt = _codes(model, x, features=features), _codes(model, xt, features=features)
         m, sd = z.mean(0), z.std(0) + 1e-8
         clf = LogisticRegression(max_iter=2000).fit((z - m) / sd, class_labels(data, f).numpy())
         r = protocols.group_accuracy(class_labels(test, ft).numpy(), clf.predict((zt - m) / sd), group_ids(test, ft).numpy())
@@ -462,7 +469,7 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
         save_figure(reconstruction_figure(model, x[:32]), out / "reconstructions.png")
         if model.config.get("encoder") == "gaussian": save_figure(traversal_figure(model, x[:1], x_kl=x), out / "traversals.png")
         save_figure(history_figure(trainer.history, title=f"{method} on {dataset}"), out / "losses.png")
-        rows = run_metrics(model, data, eval_points, seed) if evaluate else []
+        rows = run_metrics(model, data, eval_points, seed, probe_features(trainer.objective)) if evaluate else []
         if rows: _write_json(dict(method=method, dataset=dataset, step=trainer.step, metrics=rows), out / "metrics.json")
     return dict(steps=trainer.step, out_dir=str(out), history=trainer.history, metrics=rows, dataset=dataset)
 
@@ -489,7 +496,8 @@ def cmd_evaluate(args):
     with run_lock(run_dir):
         model = load_model(run_dir / "checkpoint", device=dev)
         data = build_dataset(run["dataset"], run.get("data_params"))
-        rows = run_metrics(model, data, args.eval_points or run.get("eval_points", 2000), run.get("seed", 0))
+        objective = make_objective(**read_checkpoint_config(run_dir / "checkpoint")["objective"])
+        rows = run_metrics(model, data, args.eval_points or run.get("eval_points", 2000), run.get("seed", 0), probe_features(objective))
         step = read_checkpoint_config(run_dir / "checkpoint")["step"]
         _write_json(dict(method=run["method"], dataset=run["dataset"], step=step, metrics=rows), run_dir / "metrics.json")
     print(f"{run['method']} on {run['dataset']} (step {step}):")

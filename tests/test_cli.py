@@ -125,3 +125,17 @@ def test_reproduce_threads(capsys, tmp_path, monkeypatch):
     finally: torch.set_num_threads(before)
     with pytest.raises(SystemExit) as e: main(["reproduce", "echo", "--threads", "0"])
     assert e.value.code == 2 and "expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_colored_mnist_probe_reads_the_code_the_objective_classifies(tmp_path, monkeypatch, capsys):
+    "`train` / `evaluate` score Colored-MNIST runs as the reproduction does: Ours' probe reads z_p (d_p = 10 of 20), not all."
+    from sklearn.linear_model import LogisticRegression
+    widths, fit = [], LogisticRegression.fit
+    def spy(self, X, y, *a, **k): widths.append(X.shape[1]); return fit(self, X, y, *a, **k)
+    monkeypatch.setattr(LogisticRegression, "fit", spy)
+    out = tmp_path / "swap"
+    assert main(["train", "--method", "swap_invariance", "--steps", "2", "--eval-points", "60", "--out", str(out)]) == 0
+    assert main(["evaluate", str(out), "--eval-points", "60"]) == 0
+    assert widths == [10, 10]
+    assert main(["train", "--method", "inv_cnn", "--steps", "2", "--eval-points", "60", "--out", str(tmp_path / "cnn")]) == 0
+    assert widths[-1] == json.loads((tmp_path / "cnn" / "run.json").read_text())["model"]["latent_dim"]   # the whole code
