@@ -278,6 +278,7 @@ class SRbVAE(_SizedByModel):
 class SVAE(_SizedByModel):
     "sVAE: symmetric KL between q(x, z) and p(x, z) by one discriminator D(x, z), + image and latent reconstructions."
     model_keys, paper = ("latent_dim", "channels", "image_size"), "Pu et al., Symmetric variational autoencoder and connections to adversarial learning, AISTATS 2018"
+    dataset = "digits"                    # `disentbook train --method svae`: MNIST digits, the image family it is compared on
     params = dict(**_REC_P, **_DISC_P, latent_dim=_SIZE("number of latents"), channels=_SIZE("image channels"),
                   image_size=_SIZE("image side in pixels"))
     def __init__(self, lambda_img: float = 1.0, lambda_lat: float = 1.0, latent_rec: str = "nll", disc_hidden: int = 256,
