@@ -11,12 +11,12 @@ from typing import Callable
 from .core import REPRODUCTIONS, SCALES, DisentbookError, InputError, make_generator
 
 # %% auto #0
-__all__ = ['LOCK_NAME', 'RUN_FILES', 'PROCEDURAL', 'TRAINING_SETS', 'GROUND_TRUTH_METRICS', 'DEFAULT_BATCH_SIZE', 'DEFAULT_LR',
-           'load_plugins', 'parse_params', 'int_at_least', 'positive_float', 'resolve_device', 'run_lock',
-           'run_contents', 'refuse_existing', 'clear_run', 'cmd_reproduce', 'cmd_methods', 'cmd_pretrained', 'cmd_data',
-           'TrainingSet', 'check_method_dataset', 'build_dataset', 'image_shape', 'make_sampler', 'build_model_for',
-           'probe_features', 'run_metrics', 'metrics_table', 'train_job', 'cmd_train', 'cmd_evaluate',
-           'cmd_student_edition', 'build_parser', 'main']
+__all__ = ['LOCK_NAME', 'RUN_FILES', 'CLAIMS_START', 'CLAIMS_END', 'PROCEDURAL', 'TRAINING_SETS', 'GROUND_TRUTH_METRICS',
+           'DEFAULT_BATCH_SIZE', 'DEFAULT_LR', 'load_plugins', 'parse_params', 'int_at_least', 'positive_float',
+           'resolve_device', 'run_lock', 'run_contents', 'refuse_existing', 'clear_run', 'cmd_reproduce', 'cmd_claims',
+           'cmd_methods', 'cmd_pretrained', 'cmd_data', 'TrainingSet', 'check_method_dataset', 'build_dataset',
+           'image_shape', 'make_sampler', 'build_model_for', 'probe_features', 'run_metrics', 'metrics_table',
+           'train_job', 'cmd_train', 'cmd_evaluate', 'cmd_student_edition', 'build_parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #e9e66555
 def load_plugins():
@@ -166,6 +166,25 @@ def _clear_reproduction(out: Path):
         if p.name != LOCK_NAME: shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 # %% ../nbs/90_cli.ipynb #395f33dd
+CLAIMS_START, CLAIMS_END = "<!-- claims:start -->", "<!-- claims:end -->"
+
+def cmd_claims(args):
+    "Print the claims table of the committed reports (`repro.summary`), or write it into a README's marked section."
+    from disentbook.repro.summary import SCALES, claims_markdown, claims_table, counts
+    rows = claims_table(args.reports)
+    tally = "; ".join(f"{s}: " + ", ".join(f"{n} {v}" for v, n in sorted(counts(rows, s).items())) for s in SCALES if counts(rows, s))
+    body = f"{len(rows)} claims ({tally}).\n\n" + claims_markdown(rows, link_prefix=f"{Path(args.reports).as_posix()}/",
+                                                                 sources=not args.readme)
+    if not args.readme: print(body); return 0
+    f = Path(args.readme)
+    try: text = f.read_text()
+    except OSError as e: raise InputError(f"{f}: cannot read it ({type(e).__name__})") from None
+    if text.count(CLAIMS_START) != 1 or text.count(CLAIMS_END) != 1 or text.index(CLAIMS_START) > text.index(CLAIMS_END):
+        raise InputError(f"{f} needs one line {CLAIMS_START} and one line {CLAIMS_END} after it around the claims section")
+    head, rest = text.split(CLAIMS_START); _, tail = rest.split(CLAIMS_END)
+    f.write_text(head + CLAIMS_START + "\n" + body + CLAIMS_END + tail)
+    print(f"{f}: claims section rewritten ({len(rows)} claims)"); return 0
+
 def cmd_methods(args):
     from disentbook.objectives.base import OBJECTIVES, describe_method, methods_table
     if args.name:
@@ -593,6 +612,11 @@ def build_parser() -> argparse.ArgumentParser:
     m = add("methods", "list the training methods: sampler, model, hyper-parameters (defaults, ranges), paper")
     m.add_argument("name", nargs="?", help="one method, with each parameter's help")
     m.set_defaults(func=cmd_methods)
+
+    cl = add("claims", "every paper claim and its verdict in each committed report (quick / gpu / paper), one table")
+    cl.add_argument("--reports", default="reports", help="the folder of reports (one folder each, with metrics.json)")
+    cl.add_argument("--readme", help="rewrite this file's section between <!-- claims:start --> and <!-- claims:end -->")
+    cl.set_defaults(func=cmd_claims)
 
     pt = add("pretrained", "list the models shipped in the package with their cards (how each was trained, its metrics)")
     pt.add_argument("name", nargs="?", help="one model: its whole card as JSON")
