@@ -2,7 +2,9 @@
 (the command parses to the recorded settings, the sha256 matches), every model loads as float32 in eval mode, and
 its recorded metrics come back when recomputed on the card's fixed evaluation set (MIG, FactorVAE score and the
 per-latent KL for every dSprites model, DCI for one, clustering for the contrastive model, the style probes of the
-sRb-VAE, the two-step classifier's accuracies of the invariance model); damaged or missing files give clear errors."""
+sRb-VAE, the two-step classifier's accuracies of the invariance model); the three models of the papers' own data pass
+their "did it learn" gate (issue 23), recorded on the card and recomputed from the weights; damaged or missing files give
+clear errors."""
 import json, shlex, shutil
 from pathlib import Path
 
@@ -11,13 +13,18 @@ import pytest
 import torch
 
 import disentbook
-from disentbook.classroom.pretrained import (PRETRAINED_DIR, available_pretrained, measure, pretrained, pretrained_card,
-                                             sample_images)
+from disentbook.classroom.pretrained import (GATES, PRETRAINED_DIR, available_pretrained, check_gate, measure, pretrained,
+                                             pretrained_card, sample_images)
 from disentbook.core import CorruptFileError, DataNotFoundError, sha256_file
 
 EXPECTED = ["beta_vae_b1", "beta_vae_b4", "contrastive_w2", "dip_vae_i", "dip_vae_ii", "factor_vae", "srb_vae",
             "swap_invariance", "tcwae_mws"]
 DSPRITES = ["beta_vae_b1", "beta_vae_b4", "dip_vae_i", "dip_vae_ii", "factor_vae", "tcwae_mws"]
+GATED = ["contrastive_w2", "srb_vae", "swap_invariance"]          # a gate per model of the papers' own data (issue 23)
+# shipped models that do not pass their gate, and why (measured; their cards say FAILED): a model listed here that starts to
+# pass, or one not listed that fails, fails the tests below
+GATE_FAILED = {"swap_invariance": "no length measured (900-6,000 steps, the paper's weight or the former recipe) reaches "
+                                  "the bar of 0.6 average accuracy on unseen background colours (best 0.582)"}
 ATOL = 0.02          # thread counts and BLAS kernels may flip a vote or a tree split; the metrics are otherwise exact
 
 
@@ -57,6 +64,12 @@ def test_loads_float32_eval(name):
     assert torch.isfinite(m.reconstruct(x)).all()
 
 
+def _same_verdicts(gate: dict, card: dict):
+    "The gate recomputed from the weights gives every check the card's verdict, and passes unless listed in GATE_FAILED."
+    assert [c["passed"] for c in gate["checks"]] == [c["passed"] for c in card["gate"]["checks"]], (gate, card["gate"])
+    assert gate["passed"] == (card["name"] not in GATE_FAILED), gate
+
+
 def _close(got: dict, card: dict, keys):
     for k in keys:
         assert np.allclose(got[k], card[k], atol=ATOL), (k, got[k], card[k])
@@ -80,21 +93,64 @@ def test_contrastive_clustering_recomputed():
     card = pretrained_card("contrastive_w2")
     got = measure("contrastive_w2")
     _close(got, card["metrics"], list(card["metrics"]))
+    _same_verdicts(check_gate(card, got), card)
 
 
 def test_srb_vae_style_probes_recomputed():
     card = pretrained_card("srb_vae")
     got = measure("srb_vae")
     _close(got, card["metrics"], list(card["metrics"]))
-    m = card["metrics"]          # what the card claims, checked on the recorded numbers (see the report in the card)
-    assert m["refvae/avg_mae/probe_test"] < m["refvae/baseline_mae/probe_test"], "e must beat the mean predictor"
+    _same_verdicts(check_gate(card, got), card)                            # style in e: beats the mean predictor, z, untrained
 
 
 def test_swap_invariance_accuracy_recomputed():
     card = pretrained_card("swap_invariance")
     got = measure("swap_invariance", metrics=("z_p",))
     _close(got, card["metrics"], [k for k in card["metrics"] if k.endswith("/z_p")])
-    assert card["metrics"]["invariance/avg_acc/z_p"] > 0.3, "z_p predicts the digit well above chance (0.1)"
+    _same_verdicts(check_gate(card, got), card)                            # z_p's accuracy well above the old 0.43
+
+
+@pytest.mark.parametrize("name", GATED)
+def test_shipped_model_passes_its_gate(name):
+    "The card records its gate (every check: number, reference, p-value, verdict), it follows from the recorded metrics, "
+    "it passed (or the model is listed in GATE_FAILED and its note says FAILED), and the note says length, seconds, gate."
+    card = pretrained_card(name)
+    assert card["gate"] == check_gate(card), "the card's gate is not the one its recorded metrics give"
+    assert card["gate"]["passed"] == (name not in GATE_FAILED), card["gate"]
+    assert ("FAILED" in card["note"]) == (name in GATE_FAILED)
+    assert len(card["gate"]["checks"]) == len(GATES[card["evaluation"]["kind"]])
+    note = card["note"]
+    assert f"{card['train']['steps']:,} steps" in note and f"{card['train']['seconds']:.0f} s" in note
+    if card["train"]["device"].startswith("cpu"):          # a CPU recipe's card (tools/gpu_campaign.py writes its own note)
+        assert "gate" in note and "one torch thread" in note and "2-core" in note
+
+
+@pytest.mark.parametrize("name", GATED)
+def test_untrained_control_recomputed(name):
+    "The card's control (the gate's metrics on three untrained networks of the architecture) comes back when recomputed."
+    from disentbook.classroom.pretrained import untrained_control
+    card = pretrained_card(name)
+    got = untrained_control(name, seeds=card["control"]["seeds"])
+    assert set(got) == set(card["control"]["metrics"])
+    for k, v in got.items(): assert np.allclose(v, card["control"]["metrics"][k], atol=ATOL), (k, v)
+
+
+def test_gate_fails_a_model_that_did_not_learn():
+    "The gate is not a formality: each check fails on numbers of a model that did not learn, or an unclear p-value."
+    for name, bad in (("contrastive_w2", {"clustering_s/accuracy/target": 0.15}),          # at chance
+                      ("srb_vae", {"refvae/avg_mae_e/probe_test": 0.26}),                  # style probe from e no better than z
+                      ("srb_vae", {"gate/p_e_below_z/probe_test": 0.2}),                   # e better than z, but not clearly
+                      ("srb_vae", {"refvae/rec_l1/probe_test": 0.08}),                     # worse than a blank image
+                      ("srb_vae", {"refvae/avg_mae_e/probe_test": 0.25, "refvae/avg_mae_z/probe_test": 0.26,
+                                   "gate/untrained_mae_e_min/probe_test": 0.241}),            # e no better than untrained
+                      ("swap_invariance", {"invariance/avg_acc/z_p": 0.43})):              # the 900-step model's accuracy
+        card = pretrained_card(name)
+        g = check_gate(card, dict(card["metrics"], **bad))
+        assert not g["passed"], (name, bad, g)
+    assert check_gate(pretrained_card("beta_vae_b4")) is None                           # the dSprites models have no gate
+    card = pretrained_card("srb_vae")
+    with pytest.raises(disentbook.core.InputError, match="gate/p_e_below_z"):
+        check_gate(card, {k: v for k, v in card["metrics"].items() if k != "gate/p_e_below_z/probe_test"})
 
 
 def test_blocks_of_the_block_models():

@@ -14,8 +14,9 @@ from ..core import (CorruptFileError, DataNotFoundError, InputError, make_genera
                              sha256_file)
 
 # %% auto #0
-__all__ = ['PRETRAINED_DIR', 'EVALUATIONS', 'available_pretrained', 'pretrained_card', 'card_blocks', 'pretrained',
-           'evaluation_data', 'measure', 'sample_images', 'pretrained_table']
+__all__ = ['PRETRAINED_DIR', 'INVARIANCE_BAR', 'EVALUATIONS', 'GATE_ALPHA', 'GATES', 'available_pretrained', 'pretrained_card',
+           'card_blocks', 'pretrained', 'evaluation_data', 'measure', 'check_gate', 'untrained_control',
+           'sample_images', 'pretrained_table']
 
 # %% ../../nbs/07a_pretrained.ipynb #7fe54744
 PRETRAINED_DIR = package_dir() / "assets" / "pretrained"
@@ -74,17 +75,18 @@ def pretrained(name: str, device=None, root=None) -> torch.nn.Module:
     return model.to(torch.device(device) if device is not None else "cpu").eval()
 
 # %% ../../nbs/07a_pretrained.ipynb #56048dd7
+INVARIANCE_BAR = 0.6     # the invariance model's gate: average accuracy of z_p above this (issue 23: "well above 0.43")
 EVALUATIONS = {
     "dsprites": dict(kind="ground_truth", data=dict(source="procedural"), metrics=["mig", "dci", "factor_vae"], seed=0,
                      num_points=600, num_test=300,
                      score_kwargs=dict(batch_size=32, num_train=60, num_eval=40, num_variance_estimate=600),
                      kl_images=256),
     "grassy": dict(kind="contrastive", data=dict(kind="linear", per_digit=100, n_background=500, split="test", seed=1),
-                   seed=0, tsne=False),
+                   seed=0, tsne=False, gate_permutations=1000),
     "digit_style": dict(kind="reference", data=dict(source="embedded", size=28, n_reference=2, n_unlabelled=2, seed=0),
-                        seed=0, n=500),
+                        seed=0, n=500, gate_chunks=20, gate_untrained_seeds=[0, 1, 2]),
     "colored_mnist": dict(kind="invariance", data=dict(source="embedded"), metrics=["z_p", "all"], seed=0, n_probe=3000,
-                          n_test=3000),
+                          n_test=3000, gate_accuracy=INVARIANCE_BAR),
 }
 
 def evaluation_data(card: dict):
@@ -109,14 +111,81 @@ def evaluation_data(card: dict):
         return SimpleNamespace(kind="invariance", train=ColoredMNIST("train", src), tests={"": ColoredMNIST("test", src)})
     raise InputError(f"unknown evaluation kind {ev['kind']!r}")
 
+# %% ../../nbs/07a_pretrained.ipynb #9a3c41e7
+def _clustering_null(labels, clusters, accuracy: float, permutations: int, seed: int) -> dict:
+    """The permutation null of a clustering accuracy: the classes shuffled against the fixed k-means clusters
+    `permutations` times (what a code that knows nothing of the classes scores with clusters of these sizes); its mean,
+    99th percentile and the permutation p-value of `accuracy` (one-sided, (1 + #null >= accuracy) / (1 + permutations))."""
+    from disentbook.eval.protocols import clustering_accuracy
+    rng = np.random.default_rng(seed)
+    null = np.array([clustering_accuracy(rng.permutation(labels), clusters) for _ in range(permutations)])
+    return {"gate/chance_mean/target": float(null.mean()), "gate/chance_q99/target": float(np.quantile(null, 0.99)),
+            "gate/p_above_chance/target": float((1 + (null >= accuracy - 1e-12).sum()) / (1 + permutations))}
+
+@torch.no_grad()
+def _style_gate(model, data, chunks: int, config: dict | None = None, untrained_seeds=()) -> dict:
+    """Paired one-sided t tests on `chunks` disjoint chunks of the test fold (the probes fitted once on the training fold,
+    as `evaluate_refvae` does): style MAE from e below the mean predictor's, below the MAE from z and below the e probe of
+    the best of the untrained networks `nets.build_model(config)` seeded by `untrained_seeds`, and the L1 reconstruction
+    error below a blank image's. Returns their p-values (and the best untrained network's MAE from e)."""
+    from scipy import stats
+    from disentbook.core import to_numpy
+    from disentbook.eval.protocols import ridge_probe_regression
+    from disentbook.eval.scores import encode_means
+    tr, te, zd = data.probe_train, data.probe_test, model.z_dim
+    ctr, cte = encode_means(model, tr.images), encode_means(model, te.images)
+    ytr, yte = to_numpy(tr.style), to_numpy(te.style)
+    idx = np.array_split(np.arange(len(te)), chunks)
+    def e_chunks(a, b): return [ridge_probe_regression(a[:, zd:], ytr, b[i, zd:], yte[i])["mean_mae"] for i in idx]
+    xf = te.images.float() / 255
+    rec = (model.reconstruct(te.images.to(model.device)).float().cpu() - xf).abs().flatten(1).mean(1).numpy()
+    blank = xf.abs().flatten(1).mean(1).numpy()
+    e, z, mean, l1, l1_blank = ([] for _ in range(5))
+    for i in idx:
+        re = ridge_probe_regression(ctr[:, zd:], ytr, cte[i, zd:], yte[i])
+        e.append(re["mean_mae"]); mean.append(float(np.mean(re["mean_predictor_mae"])))
+        z.append(ridge_probe_regression(ctr[:, :zd], ytr, cte[i, :zd], yte[i])["mean_mae"])
+        l1.append(rec[i].mean()); l1_blank.append(blank[i].mean())
+    below = lambda a, b: float(stats.ttest_1samp(np.subtract(b, a), 0.0, alternative="greater").pvalue)   # a < b
+    out = {"gate/p_e_below_mean/probe_test": below(e, mean), "gate/p_e_below_z/probe_test": below(e, z),
+           "gate/p_rec_below_blank/probe_test": below(l1, l1_blank)}
+    if untrained_seeds:
+        from disentbook.nets import build_model
+        best = None
+        for s in untrained_seeds:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(s))
+                u = build_model(config).eval()
+            c = e_chunks(encode_means(u, tr.images), encode_means(u, te.images))
+            if best is None or np.mean(c) < np.mean(best): best = c
+        out.update({"gate/untrained_mae_e_min/probe_test": float(np.mean(best)),
+                    "gate/p_e_below_untrained/probe_test": below(e, best)})
+    return out
+
+def _accuracy_gate(r: dict, data, ev: dict) -> dict:
+    """One-sided binomial tests of an invariance model's accuracies (`r`, from `evaluate_invariance`): the average test
+    accuracy above the bar `ev['gate_accuracy']` (on the `n_test` test images), and the worst-group accuracy on fresh
+    images of the training distribution above chance (on the size of the smallest group: conservative)."""
+    from scipy import stats
+    from disentbook.data.colored_mnist import group_ids
+    n, bar = ev["n_test"], ev["gate_accuracy"]
+    _, f = data.train.sample(n, make_generator(ev["seed"] + 303))     # the fresh draws evaluate_invariance scores
+    g = group_ids(data.train, f).numpy()
+    n_min = int(np.unique(g.reshape(len(g), -1), axis=0, return_counts=True)[1].min())
+    above = lambda acc, m, p0: float(stats.binom.sf(round(acc * m) - 1, m, p0))        # P(X >= observed | p0)
+    return {"gate/p_above_bar/z_p": above(r["avg_acc"], n, bar),
+            "gate/p_worst_train_above_chance/z_p": above(r["worst_acc_train"], n_min, r["chance_acc"]),
+            "gate/smallest_group/z_p": float(n_min)}
+
 # %% ../../nbs/07a_pretrained.ipynb #d1fde3ca
 @torch.no_grad()
-def measure(name: str, root=None, model=None, data=None, metrics=None) -> dict:
+def measure(name: str, root=None, model=None, data=None, metrics=None, gate: bool = True) -> dict:
     """Recompute the metrics of pretrained model `name` on its card's fixed evaluation set (`model`, `data`: already
     loaded ones; `metrics`: a subset of the card's `evaluation.metrics`, default all). Returns
     {metric/quantity/split: value} (plus `kl_per_dim` for a VAE on dSprites). Reference-based and invariance models
     are measured by their reproductions' own evaluations (`repro.refvae.evaluate_refvae`,
-    `repro.invariance.evaluate_invariance`)."""
+    `repro.invariance.evaluate_invariance`). Entries `gate/...` are the tests of the card's gate (`check_gate`; left
+    out with `gate=False`)."""
     from disentbook.eval import protocols, scores
     card = pretrained_card(name, root)
     model = pretrained(name, root=root) if model is None else model
@@ -136,6 +205,8 @@ def measure(name: str, root=None, model=None, data=None, metrics=None) -> dict:
         from disentbook.repro.refvae import evaluate_refvae
         r = evaluate_refvae(model, data, dict(eval=dict(n=ev["n"])), ev["seed"], dict(objective=card["method"]))
         out = {f"refvae/{k}/probe_test": float(v) for k, v in r.items()}
+        if gate and "gate_chunks" in ev:
+            out.update(_style_gate(model, data, ev["gate_chunks"], card["model"], ev.get("gate_untrained_seeds", ())))
     elif ev["kind"] == "invariance":
         from disentbook.repro.invariance import evaluate_invariance
         cfg = dict(eval=dict(n_probe=ev["n_probe"], n_test=ev["n_test"]))
@@ -147,14 +218,86 @@ def measure(name: str, root=None, model=None, data=None, metrics=None) -> dict:
             objective = readers[part]
             r = evaluate_invariance(model, data, cfg, ev["seed"], dict(objective=objective, params=card.get("params", {})))
             out.update({f"invariance/{k}/{part}": float(v) for k, v in r.items()})
+            if gate and part == "z_p" and "gate_accuracy" in ev: out.update(_accuracy_gate(r, data, ev))
     else:
         t = data.target
         codes = scores.encode_means(model, t.images)
         z, s = model.split(torch.as_tensor(codes))
+        y = t.labels.numpy()
         for part, c in (("z", z), ("s", s)):
-            r = protocols.clustering_scores(c.numpy(), t.labels.numpy(), seed=ev["seed"], tsne=ev["tsne"])
+            r = protocols.clustering_scores(c.numpy(), y, seed=ev["seed"], tsne=ev["tsne"], return_embedding=True)
             out[f"clustering_{part}/accuracy/target"] = float(r["clustering_accuracy"])
             out[f"clustering_{part}/silhouette/target"] = float(r["silhouette"])
+            if gate and part == "s" and "gate_permutations" in ev:
+                out.update(_clustering_null(y, r["clusters"], r["clustering_accuracy"], ev["gate_permutations"], ev["seed"]))
+    return out
+
+# %% ../../nbs/07a_pretrained.ipynb #c8d1a7e3
+GATE_ALPHA = 0.01          # "clearly": every test of a gate at p < 0.01
+GATES = {                  # evaluation kind -> checks: metric op ref (a metric or a number), with the p-value of its test
+    "contrastive": (
+        dict(metric="clustering_s/accuracy/target", op=">", ref="gate/chance_q99/target", p="gate/p_above_chance/target",
+             text="s clusters the digits above chance (the paper's gate): clustering accuracy of s above the 99th "
+                  "percentile of its permutation null (1,000 shuffles of the labels against the k-means clusters)"),),
+    "reference": (
+        dict(metric="refvae/rec_l1/probe_test", op="<", ref="refvae/blank_l1/probe_test", p="gate/p_rec_below_blank/probe_test",
+             text="reconstructs better than a blank image (the paper's gate; L1 per pixel; paired t test over 20 chunks)"),
+        dict(metric="refvae/avg_mae_e/probe_test", op="<", ref="refvae/baseline_mae/probe_test",
+             p="gate/p_e_below_mean/probe_test",
+             text="its style probe from e beats the mean predictor (the paper's gate; MAE; paired t test over 20 chunks)"),
+        dict(metric="refvae/avg_mae_e/probe_test", op="<", ref="refvae/avg_mae_z/probe_test", p="gate/p_e_below_z/probe_test",
+             text="the style is in e: the probe from e beats the probe from z (issue 23; the paper's Section 5.3; paired t "
+                  "test over 20 chunks)"),
+        dict(metric="refvae/avg_mae_e/probe_test", op="<", ref="gate/untrained_mae_e_min/probe_test",
+             p="gate/p_e_below_untrained/probe_test",
+             text="training put the style into e: the probe from e beats the same probe on untrained networks of this "
+                  "architecture (the best of seeds 0-2; an untrained network's codes already beat the mean predictor; "
+                  "paired t test over 20 chunks)")),
+    "invariance": (
+        dict(metric="invariance/avg_acc/z_p", op=">", ref=INVARIANCE_BAR, p="gate/p_above_bar/z_p",
+             text=f"z_p classifies the test digits well above chance (the paper's gate: 0.1; issue 23: well above the "
+                  f"0.43 of the 900-step model): average accuracy above {INVARIANCE_BAR:g} (one-sided binomial test on the "
+                  "3,000 test images, unseen background colours)"),
+        dict(metric="invariance/worst_acc_train/z_p", op=">", ref="invariance/chance_acc/z_p",
+             p="gate/p_worst_train_above_chance/z_p",
+             text="z_p classifies every group of its training distribution above chance (the paper's gate; worst-group "
+                  "accuracy on fresh images with the training colours; binomial test on the smallest group's size)")),
+}
+
+def check_gate(card: dict, metrics: dict | None = None) -> dict | None:
+    """The "did it learn" gate of a card's model (`GATES`, by its evaluation kind) on `metrics` (default: the card's
+    recorded ones): each check's number, reference, p-value and whether it holds (the direction and p < `GATE_ALPHA`),
+    and `passed` (all hold). None for a model without a gate (the dSprites models)."""
+    checks = GATES.get(card["evaluation"]["kind"])
+    if checks is None: return None
+    m = card.get("metrics", {}) if metrics is None else metrics
+    need = [k for c in checks for k in (c["metric"], c["p"], c["ref"]) if isinstance(k, str) and k not in m]
+    if need: raise InputError(f"card {card.get('name')!r}: the gate needs the metrics {need}; found {sorted(m)} "
+                              "(re-measure with measure(name) and rerun tools/train_pretrained.py --package-only)")
+    rows = []
+    for c in checks:
+        v, ref, p = float(m[c["metric"]]), float(m[c["ref"]] if isinstance(c["ref"], str) else c["ref"]), float(m[c["p"]])
+        ok = (v > ref if c["op"] == ">" else v < ref) and p < GATE_ALPHA
+        rows.append(dict(text=c["text"], metric=c["metric"], value=v, op=c["op"], ref=c["ref"], ref_value=ref, p=p, passed=ok))
+    return dict(alpha=GATE_ALPHA, checks=rows, passed=all(r["passed"] for r in rows))
+
+def untrained_control(name: str, root=None, seeds=(0, 1, 2), data=None) -> dict:
+    """The gate's metrics of card `name` measured on untrained networks of the same architecture
+    (`nets.build_model(card['model'])` after `torch.manual_seed(seed)`, one per seed): what those numbers are worth before
+    any training. {metric: [value per seed]}; the global RNG is left as it was."""
+    from disentbook.nets import build_model
+    card = pretrained_card(name, root)
+    checks = GATES.get(card["evaluation"]["kind"], ())
+    keys = list(dict.fromkeys(k for c in checks for k in (c["metric"], c["ref"]) if isinstance(k, str) and not k.startswith("gate/")))
+    parts = ("z_p",) if card["evaluation"]["kind"] == "invariance" else None
+    data = evaluation_data(card) if data is None else data
+    out = {k: [] for k in keys}
+    for s in seeds:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(s))
+            model = build_model(card["model"]).eval()
+        r = measure(name, root=root, model=model, data=data, metrics=parts, gate=False)
+        for k in keys: out[k].append(float(r[k]))
     return out
 
 # %% ../../nbs/07a_pretrained.ipynb #9bf00b02
@@ -175,7 +318,7 @@ def sample_images(name: str, n: int = 8, seed: int = 0, root=None) -> torch.Tens
 
 # %% ../../nbs/07a_pretrained.ipynb #d642d898
 def pretrained_table(root=None):
-    "One row per pretrained model: method, dataset, steps, training seconds, MB, and its main recorded metrics."
+    "One row per pretrained model: method, dataset, steps, training seconds, MB, its main recorded metrics and gate."
     import pandas as pd
     keys = {"mig/score/train": "MIG", "dci/disentanglement/train": "DCI disent.", "factor_vae/accuracy/test": "FactorVAE",
             "clustering_s/accuracy/target": "clust. acc. s", "clustering_z/accuracy/target": "clust. acc. z",
@@ -188,5 +331,6 @@ def pretrained_table(root=None):
         row = dict(name=n, method=c.get("method"), params=json.dumps(c.get("params", {})), dataset=c.get("dataset"),
                    steps=c["train"]["steps"], seconds=c["train"]["seconds"], MB=round(c["bytes"] / 1e6, 2))
         row.update({label: round(c["metrics"][k], 3) for k, label in keys.items() if k in c.get("metrics", {})})
+        if "gate" in c: row["gate"] = "passed" if c["gate"]["passed"] else "FAILED"      # the three gated models (issue 23)
         rows.append(row)
     return pd.DataFrame(rows)
