@@ -51,7 +51,7 @@ WHEELS_OPTIONAL = ("ipywidgets", "comm", "ipython", "ipython-pygments-lexers", "
 WHEEL_DIR = ".whl"
 WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
                    "manylinux1_x86_64")
-# pretrained recipes at GPU lengths (steps, batch size); the CPU recipes train 800-1000 steps at batch 32
+# pretrained recipes at GPU lengths (steps, batch size); the CPU recipes: tools/train_pretrained.py RECIPES (800-3,200 steps)
 PRETRAINED_GPU = {"beta_vae_b1": (8000, 64), "beta_vae_b4": (8000, 64), "dip_vae_i": (8000, 64), "dip_vae_ii": (8000, 64),
                   "factor_vae": (8000, 64), "tcwae_mws": (8000, 64), "contrastive_w2": (4000, 64), "srb_vae": (4000, 36),
                   "swap_invariance": (4000, 64)}
