@@ -24,8 +24,35 @@ def test_smoke_writes_everything(smoke):
     for ds in ("L-MNIST", "NL-MNIST"):
         for m in METHODS:
             ev = json.loads((d / "runs" / ds / m["slug"] / "seed0" / "eval.json").read_text())
-            assert set(ev["metrics"]) >= {"ca_z", "ss_z", "ca_s", "ss_s", "l_w2", "s_y_norm2", "ca_z_above_chance"}
+            assert set(ev["metrics"]) >= {"ca_z", "ss_z", "ca_s", "ss_s", "l_w2", "s_y_norm2", "ca_z_above_chance",
+                                          "rec_error_x", "mean_image_error_x"}
     assert REPRODUCTIONS["contrastive"] is reproduce_contrastive
+
+
+def test_the_gate_tells_an_untrained_model_from_a_trained_one():
+    """Untrained networks of this architecture cluster the digits in s above chance, so "did it learn" also asks for
+    reconstructions better than the mean image: an untrained decoder fails it, a few hundred steps pass it."""
+    import torch
+    from disentbook.repro.contrastive import GATES, _contrastive_data, _model, reconstruction_errors
+    from disentbook.repro.harness import learned_rows
+    from disentbook.train import TrainConfig, Trainer
+    from disentbook.objectives.base import make_objective
+    from disentbook.data.samplers import TargetBackgroundSampler
+    cfg = scale_config(CONTRASTIVE, "smoke")
+    data = _contrastive_data("L-MNIST", cfg, 0, dict(CONTRASTIVE.options))
+    assert {g.metric for g in GATES} >= {"rec_error_x", "ca_s"}
+    torch.manual_seed(0)
+    model = _model(METHODS[0], data, dict(cfg, dataset="L-MNIST"))
+    untrained = reconstruction_errors(model, data)
+    assert untrained["rec_error_x"] > untrained["mean_image_error_x"]
+    obj = make_objective("contrastive_w2_dirac", model=model)
+    Trainer(model, obj, TargetBackgroundSampler(data.train.target, data.train.background, device="cpu"),
+            TrainConfig(steps=300, batch_size=32, lr=1e-3, device="cpu", progress=False)).fit()
+    trained = reconstruction_errors(model, data)
+    assert trained["rec_error_x"] < trained["mean_image_error_x"] < untrained["rec_error_x"]
+    rows = {"untrained": {k: [v] * 3 for k, v in untrained.items()}, "trained": {k: [v] * 3 for k, v in trained.items()}}
+    g = learned_rows(GATES[:1], {r: {k: [x * (1 + 0.01 * i) for i, x in enumerate(v)] for k, v in m.items()} for r, m in rows.items()})
+    assert not g["untrained"]["learned"] and g["trained"]["learned"]
 
 
 def test_report_puts_the_papers_values_beside_ours(smoke):

@@ -853,7 +853,8 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
 def rejudge(paper: Paper, out_dir) -> dict:
     """Judge a finished reproduction again with this version's judge (gates, cells, claims, table.csv, report.md,
     metrics.json) from the per-run metrics its metrics.json holds: nothing trains and no figure is redrawn (they need the
-    models). The report keeps the original wall times and says when and from what it was re-judged."""
+    models). The report keeps the original wall times and says when and from what it was re-judged, with the notes its
+    metrics.json carries (e.g. a metric added afterwards from the runs' checkpoints)."""
     out = Path(out_dir)
     f = out / "metrics.json"
     try: m = json.loads(f.read_text())
@@ -880,7 +881,7 @@ def rejudge(paper: Paper, out_dir) -> dict:
         res = _finish(ctx, float(m.get("train_seconds", float("nan"))), 0.0, figures=m.get("figures", []),
                       seconds=float(m.get("seconds", float("nan"))), extra=dict(rejudged=dict(when=when, trained=first)))
         md = Path(res["report_path"]).read_text().split("\n")
-        md.insert(2, note + "\n"); Path(res["report_path"]).write_text("\n".join(md))
+        md.insert(2, " ".join([note, *map(str, ctx.notes)]) + "\n"); Path(res["report_path"]).write_text("\n".join(md))
         return res
     finally:
         release_out(out)
