@@ -78,8 +78,11 @@ def not_run(argv: list[str]) -> str | None:
 
 @pytest.fixture
 def fresh_dir(tmp_path, monkeypatch):
-    "A working directory of a new user: the repository's notebooks at nbs/, nothing else; offline, no data files."
+    """A working directory of a new user of the repository: its notebooks at nbs/ and committed reports at reports/
+    (what `disentbook claims` reads), a copy of README.md (what `claims --readme` rewrites); offline, no data files."""
     (tmp_path / "nbs").symlink_to(ROOT / "nbs")
+    (tmp_path / "reports").symlink_to(ROOT / "reports")
+    (tmp_path / "README.md").write_text(README)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DISENTBOOK_OFFLINE", "1")
@@ -121,6 +124,7 @@ def test_every_readme_command_runs(fresh_dir, capsys):
         assert rc == 0, f"`{cmd}` failed: {err[-2000:]}"
         ran.append(cmd)
     assert (fresh_dir / "runs" / "w2" / "metrics.json").is_file() and (fresh_dir / "student").is_dir()
+    assert (fresh_dir / "README.md").read_text() == README                        # `claims --readme README.md`: up to date
     report = (fresh_dir / "results" / "vae-quick" / "report.md").read_text()
     assert "Re-judged " in report.splitlines()[2]                                  # the README's --rejudge ran last
     for png in sorted((fresh_dir / "results" / "vae-quick").rglob("*.png")):     # report.md links every figure written
