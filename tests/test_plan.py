@@ -35,6 +35,11 @@ def test_rates_interpolate_in_log_k_and_never_extrapolate_growth():
     assert r == 54197 and "no figure for conv28_contrastive_vae" in why and "not measured here" in why
     t["rows"].append(dict(family="conv28_vae", mode="captured_single", group_size=1, images_per_s=99999))
     assert P.rate(t, "conv28_vae", "captured_ensemble", 5)[0] == 99999                 # its own figure, held at K = 1
+    t2 = json.loads(json.dumps(P.ANCHORS))                                             # a family measured eager only
+    t2["rows"].append(dict(family="conv28_vae", mode="eager", group_size=1, images_per_s=777))
+    r, why = P.rate(t2, "conv28_vae", "captured_ensemble", 8)
+    assert r == 54197 and "no captured ensemble figure for conv28_vae: assumed equal" in why
+    assert P.rate(t2, "conv28_vae", "eager", 8)[0] == 777
     r, why = P.rate(t, "conv28_vae", "eager", 5)                                       # no eager figure of its own
     assert r == 12463 and "no eager figure for conv28_vae" in why
     t["measured"] = True

@@ -123,6 +123,9 @@ def rate(table: dict, fam: str, mode: str, members: int, precision: str = "bf16"
             for k, r in pts: best[k] = max(best.get(k, 0.0), r)
             return float(_interp(list(best.items()), members)), f"{why}, ensemble {how}, {tag}"
     if single: return float(max(r for _, r in single)), f"{why}, captured single, {tag}"
+    if src == fam and fam != table["reference_family"]:          # the family's rows are of other modes (e.g. eager only)
+        r, how = rate(dict(table, rows=[r for r in table["rows"] if r["family"] != fam]), fam, mode, members, precision)
+        return r, how.replace(f"(no figure for {fam}:", f"(no {mode.replace('_', ' ')} figure for {fam}:")
     raise InputError(f"throughput table {table.get('path', '(anchors)')}: no rows for family {src}")
 
 # %% ../../nbs/08b_plan.ipynb #c484bfa5
