@@ -68,7 +68,7 @@ def _zd(batch, n_train, n_eval): return dict(batch_size=batch, num_train=n_train
 DIPVAE_SCALES = dict(
     smoke=dict(seeds=1, train=dict(steps=6, batch_size=16, lr=1e-3, log_every=2), eval=dict(n=200, zdiff=_zd(8, 60, 30)),
                celeba_batch_size=8, models=("VAE", "DIP-VAE-I (lambda_od=10)"), betas=(1, 4), lambdas=(10,)),
-    quick=dict(seeds=3, train=dict(steps=600, batch_size=64, lr=5e-4, log_every=50), eval=dict(n=1000, zdiff=_zd(64, 300, 150)),
+    quick=dict(seeds=3, train=dict(steps=1300, batch_size=64, lr=5e-4, log_every=50), eval=dict(n=1000, zdiff=_zd(64, 300, 150)),
                celeba_batch_size=100, betas=(1, 4, 16, 64, 256),     # the rows of findings (1)-(3); DIP-VAE-II's: gpu
                models=("VAE", "beta-VAE (beta=4)", "beta-VAE (beta=60)", "DIP-VAE-I (lambda_od=10)"),
                lambdas=(1, 10, 100, 500)),
