@@ -878,11 +878,9 @@ def rejudge(paper: Paper, out_dir) -> dict:
         first = m.get("rejudged", {}).get("trained") or f"the runs of this folder ({m.get('seconds', float('nan')):.0f} s)"
         ctx.notes = [n for n in m.get("notes", []) if not str(n).startswith("Re-judged")]
         note = f"Re-judged {when} by `rejudge` from {first}: nothing retrained, figures kept as drawn then."
-        res = _finish(ctx, float(m.get("train_seconds", float("nan"))), 0.0, figures=m.get("figures", []),
-                      seconds=float(m.get("seconds", float("nan"))), extra=dict(rejudged=dict(when=when, trained=first)))
-        md = Path(res["report_path"]).read_text().split("\n")
-        md.insert(2, " ".join([note, *map(str, ctx.notes)]) + "\n"); Path(res["report_path"]).write_text("\n".join(md))
-        return res
+        return _finish(ctx, float(m.get("train_seconds", float("nan"))), 0.0, figures=m.get("figures", []),
+                       seconds=float(m.get("seconds", float("nan"))), extra=dict(rejudged=dict(when=when, trained=first)),
+                       header=" ".join([note, *map(str, ctx.notes)]))
     finally:
         release_out(out)
 
@@ -942,7 +940,7 @@ def _differences(ctx) -> list[str]:
             if k != "seeds" and ours.get(k) != theirs.get(k)]
 
 def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None = None, seconds: float | None = None,
-            extra: dict | None = None) -> dict:
+            extra: dict | None = None, header: str | None = None) -> dict:
     """Figures, tables, claims, the report, table.csv and metrics.json. `figures` (a list of file names): keep these
     instead of drawing them (`rejudge`); `seconds`: the wall time to report instead of the time since `t0`."""
     import pandas as pd
@@ -961,7 +959,7 @@ def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None 
     claims = _claims(ctx)
     seconds = time.perf_counter() - t0 if seconds is None else seconds
     pd.DataFrame(rows).to_csv(out / "table.csv", index=False)
-    md = _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates)
+    md = _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates, header)
     metrics = dict(paper=p.name, scale=ctx.scale, config=ctx.cfg, device=str(ctx.device), seeds=ctx.seeds,
                    seconds=seconds, train_seconds=train_seconds, rule=RULE_TEXT,
                    options={k: v for k, v in ctx.options.items() if _jsonable(v)},
@@ -1007,9 +1005,9 @@ def claim_lines(claims: list[dict]) -> list[str]:
                      f"p_fails {_p(q.get('p_fails_adj', q['p_fails']))}{qp}); {q['numbers']}")
     return L
 
-def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=None) -> str:
+def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=None, header: str | None = None) -> str:
     cfg, p = ctx.cfg, ctx.paper
-    L = [f"# {p.title} reproduced — {ctx.scale} scale", "",
+    L = [f"# {p.title} reproduced — {ctx.scale} scale", "", *([header, ""] if header else []),
          f"device: {ctx.device}; total {seconds:.0f} s (training and evaluation {train_seconds:.0f} s); seeds "
          f"{ctx.seeds}; training {json.dumps(cfg['train'])}.", ""]
     modes = _modes(ctx)
