@@ -29,7 +29,9 @@ def test_evaluate_on_tiny_model():
     spec = R.table1_specs(cfg, {})[-1]
     model = R.invariance_model(spec, data, cfg).eval()
     out = R.evaluate_invariance(model, data, dict(cfg, eval=dict(n_probe=200, n_test=100)), 0, spec)
-    assert set(out) == ({f"{k}_{t}" for k in ("avg_acc", "worst_acc") for t in ("m75", "m65", "p65", "p75")}
+    tags = ("m75", "m65", "p65", "p75")
+    assert set(out) == ({f"{k}_{t}" for k in ("avg_acc", "worst_acc") for t in tags}
+                        | {f"acc_{t}@{b}" for t in tags for b in ("yellow", "cyan", "magenta")}
                         | {"chance_acc", "avg_acc_train", "worst_acc_train"})
     assert 0 <= out["worst_acc_train"] <= out["avg_acc_train"] <= 1
     assert out["chance_acc"] == pytest.approx(0.1)
@@ -38,6 +40,41 @@ def test_evaluate_on_tiny_model():
     assert R.invariance_model(R.table1_specs(cfg, {})[2], data, cfg).latent_dim == 20 + R.COND_WIDTH
     b = R.invariance_sampler(data, "cpu").sample(4, make_generator(0))
     assert R.swap_panel(model, b).shape == (24, 3, 28, 28)
+
+
+def test_accuracy_per_unseen_background_adds_up_to_the_average():
+    "acc@<background>: the accuracy on each new background; weighted by its images it is the average accuracy (brute force)."
+    import numpy as np
+    from disentbook.data.colored_mnist import group_ids
+    from disentbook.eval.scores import encode_means
+    cfg = R.INVARIANCE_SCALES["smoke"]
+    data = R.load_invariance_data("colored-mnist", cfg, 0, {})
+    spec = R.table1_specs(cfg, {})[0]                                      # the Baseline CNN: the whole code
+    torch.manual_seed(0)
+    model = R.invariance_model(spec, data, cfg).eval()
+    e = dict(n_probe=300, n_test=240)
+    out = R.evaluate_invariance(model, data, dict(cfg, eval=e), 0, spec)
+    test = data.tests[""]
+    assert R.shift_names(test) == ["yellow", "cyan", "magenta"] and R.shift_names(data.train) == ["red", "green", "blue"]
+    _, ft = test.sample(e["n_test"], make_generator(202))                   # the draws evaluate_invariance scores
+    n = np.bincount(group_ids(test, ft).numpy()[:, -1], minlength=3)
+    acc = np.array([out[f"acc@{b}"] for b in ("yellow", "cyan", "magenta")])
+    assert (n > 0).all() and ((acc >= 0) & (acc <= 1)).all()
+    assert (acc * n).sum() / n.sum() == pytest.approx(out["avg_acc"], abs=1e-12)
+    assert min(acc) >= out["worst_acc"]
+
+
+def test_shift_section_on_hand_made_results():
+    res = {"Table 1": {"Ours": [dict(avg_acc=0.6, avg_acc_train=0.95, **{"acc@yellow": 0.2, "acc@cyan": 0.9, "acc@magenta": 0.7}),
+                                dict(avg_acc=0.5, avg_acc_train=0.97, **{"acc@yellow": 0.3, "acc@cyan": 0.8, "acc@magenta": 0.4})],
+                       "Baseline": [dict(avg_acc=0.5, avg_acc_train=0.9, **{"acc@yellow": 0.6, "acc@cyan": 0.5, "acc@magenta": 0.4})]},
+           "Table 2": {"Ours": [dict(avg_acc_m75=0.5)]}}                     # no per-background keys: no section
+    L = R.shift_sections(res)
+    text = "\n".join(L)
+    assert "| Ours | 0.960 ± 0.014 | 0.250 ± 0.071 | 0.850 ± 0.071 | 0.550 ± 0.212 | 0.550 ± 0.071 | 2 |" in L
+    assert "| Baseline | 0.900 | 0.600 | 0.500 | 0.400 | 0.500 | 1 |" in L
+    assert "yellow for 1 of 2 rows (Ours); magenta for 1 of 2 rows (Baseline)" in text and "Table 2" not in text
+    assert R.shift_sections({"Table 1": {"Ours": [dict(avg_acc=0.5)]}}) == []
 
 
 def test_claims_judged_on_hand_made_results():
@@ -94,7 +131,8 @@ def test_table1_on_grids_runs_and_mpi3d_is_not_run_without_file(tmp_path, monkey
         out = build_objective(spec, data, model, cfg)(model, b, 0)
         assert torch.isfinite(out["loss"]), spec["row"]
     ev = R.evaluate_invariance(model.eval(), data, dict(cfg, eval=dict(n_probe=64, n_test=64)), 0, spec)
-    assert set(ev) == {"avg_acc", "worst_acc", "chance_acc", "avg_acc_train", "worst_acc_train"}
+    assert set(ev) == {"avg_acc", "worst_acc", "chance_acc", "avg_acc_train", "worst_acc_train"} | {
+        f"acc@object_hue{i}" for i in range(5)}                               # the five held-out object hues
     assert 0 <= ev["worst_acc"] <= ev["avg_acc"] <= 1
     monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path))
     for name in ("mpi3d-inv", "mpi3d"):

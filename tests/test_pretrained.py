@@ -24,7 +24,8 @@ GATED = ["contrastive_w2", "srb_vae", "swap_invariance"]          # a gate per m
 # shipped models that do not pass their gate, and why (measured; their cards say FAILED): a model listed here that starts to
 # pass, or one not listed that fails, fails the tests below
 GATE_FAILED = {"swap_invariance": "no length measured (900-6,000 steps, the paper's weight or the former recipe) reaches "
-                                  "the bar of 0.6 average accuracy on unseen background colours (best 0.582)"}
+                                  "the bar of 0.6 average accuracy on unseen background colours (best 0.582): the unseen "
+                                  "yellow background scores 0.23-0.32 at every length, cyan 0.95-0.98 (measured)"}
 ATOL = 0.02          # thread counts and BLAS kernels may flip a vote or a tree split; the metrics are otherwise exact
 
 
