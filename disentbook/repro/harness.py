@@ -27,7 +27,7 @@ __all__ = ['SCALE_ORDER', 'PAPERS', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'VERD
            'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'train_run', 'train_group', 'group_jobs',
            'train_ensembles', 'Context', 'show_images', 'latent_order', 'traversal_panel', 'traversal_figures',
            'library_scores', 'paper_lookup', 'cell_verdict', 'table_rows', 'table_markdown', 'prepare_out',
-           'release_out', 'reproduce', 'rejudge', 'claim_lines', 'register_reproduction']
+           'release_out', 'reproduce', 'read_metrics', 'rejudge', 'claim_lines', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #208e9398
 from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
@@ -850,6 +850,17 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
     finally:
         release_out(out)
 
+def read_metrics(f, need=("paper", "scale", "claims"), hint: str = "") -> dict:
+    "A finished reproduction's metrics.json `f` with the keys `need`, or a one-line `InputError` (missing, not JSON, keys lacking)."
+    f, tail = Path(f), f" ({hint})" if hint else ""
+    try: m = json.loads(f.read_text())
+    except FileNotFoundError: raise InputError(f"{f} not found: expected a reproduction report's metrics.json{tail}") from None
+    except (OSError, ValueError) as e: raise InputError(f"{f} is not readable JSON ({type(e).__name__}){tail}") from None
+    lack = list(need) if not isinstance(m, dict) else [k for k in need if k not in m]
+    said = ", ".join(lack[:-1]) + (" or " if len(lack) > 1 else "") + (lack[-1] if lack else "")
+    if lack: raise InputError(f"{f} lacks {said}: not a reproduction report's metrics.json{tail}")
+    return m
+
 def rejudge(paper: Paper, out_dir) -> dict:
     """Judge a finished reproduction again with this version's judge (gates, cells, claims, table.csv, report.md,
     metrics.json) from the per-run metrics its metrics.json holds: nothing trains and no figure is redrawn (they need the
@@ -857,12 +868,7 @@ def rejudge(paper: Paper, out_dir) -> dict:
     metrics.json carries (e.g. a metric added afterwards from the runs' checkpoints)."""
     out = Path(out_dir)
     f = out / "metrics.json"
-    try: m = json.loads(f.read_text())
-    except FileNotFoundError: raise InputError(f"{f} not found: re-judging needs a finished reproduction's metrics.json") from None
-    except (OSError, ValueError) as e: raise InputError(f"{f} is not readable JSON ({type(e).__name__}): re-run the reproduction") from None
-    need = ("paper", "scale", "config", "seeds", "results", "options")
-    if not isinstance(m, dict) or any(k not in m for k in need):
-        raise InputError(f"{f} lacks {[k for k in need if not isinstance(m, dict) or k not in m]}: not a reproduction's metrics.json")
+    m = read_metrics(f, ("paper", "scale", "config", "seeds", "results", "options"), "re-judging needs one; re-run the reproduction")
     if m["paper"] != paper.name: raise InputError(f"{f} holds a {m['paper']!r} reproduction, not {paper.name!r}")
     prepare_out(out, resume=True)
     try:

@@ -4,10 +4,10 @@
 
 # %% ../../nbs/08c_summary.ipynb #6269deb0
 from __future__ import annotations
-import json
 from pathlib import Path
 
 from ..core import InputError
+from .harness import read_metrics
 
 # %% auto #0
 __all__ = ['SCALES', 'SHORT', 'report_claims', 'claims_table', 'claims_markdown', 'counts']
@@ -20,11 +20,7 @@ SHORT = {"holds": "holds", "fails": "**fails**", "inconclusive": "inconclusive",
 def report_claims(path) -> dict:
     "One report's claims: dict(paper, scale, device, report (its folder), claims) from its `metrics.json`."
     f = Path(path) / "metrics.json" if Path(path).is_dir() else Path(path)
-    try: m = json.loads(f.read_text())
-    except FileNotFoundError: raise InputError(f"{f} not found: expected a reproduction report's metrics.json") from None
-    except (OSError, ValueError) as e: raise InputError(f"{f} is not readable JSON ({type(e).__name__})") from None
-    if not isinstance(m, dict) or not {"paper", "scale", "claims"} <= set(m):
-        raise InputError(f"{f} lacks paper, scale or claims: not a reproduction report's metrics.json")
+    m = read_metrics(f, ("paper", "scale", "claims"))
     return dict(paper=m["paper"], scale=m["scale"], device=str(m.get("device", "")), report=f.parent, claims=m["claims"])
 
 def claims_table(reports_dir="reports") -> list[dict]:
