@@ -1,11 +1,12 @@
-"""Training throughput of β-VAE (β = 4) on 64×64 dSprites, batch 64: disentbook's Trainer against a bare
-PyTorch loop of the same model, objective and data, measured in one run (interleaved repeats).
+"""Training throughput of β-VAE (β = 4) on 64×64 dSprites, batch 64: disentbook's Trainer at its defaults (precision
+'auto': bf16 autocast and channels-last weights on a CPU with native bf16, bf16 on CUDA, fp32 elsewhere) and at fp32,
+against a bare fp32 PyTorch loop of the same model, objective and data, measured in one run (interleaved repeats).
 
     python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda]
 
-Both loops index the same uint8 image tensor (a materialised subset of procedural dSprites) on the
-device, use the same Adam, and run the same number of steps after a warm-up; the trainer logs every
-50 steps (its only host synchronisation). Prints images/s of each and the ratio trainer / bare.
+Every loop indexes the same uint8 image tensor (a materialised subset of procedural dSprites) on the device, uses the
+same Adam, and runs the same number of steps after a warm-up; the trainer logs every 50 steps (its only host
+synchronisation). Prints images/s of each and the ratios trainer / bare fp32.
 """
 import argparse, statistics, time
 
@@ -15,7 +16,7 @@ from disentbook.core import default_device, make_generator, to_float_images
 from disentbook.data.dsprites import DSprites
 from disentbook.data.samplers import SingleSampler
 from disentbook.nets import VAE
-from disentbook.train import TrainConfig, Trainer
+from disentbook.train import TrainConfig, Trainer, resolve_precision
 from disentbook.objectives.vae import BetaVAE, gaussian_kl
 
 
@@ -23,16 +24,16 @@ def sync(dev):
     if dev.type == "cuda": torch.cuda.synchronize()
 
 
-def bare_loop(images, steps, batch, dev, amp, seed=0):
+def bare_loop(images, steps, batch, dev, seed=0):
+    "The reference: a plain fp32 loop (no autocast, default memory format)."
     torch.manual_seed(seed)
     model = VAE().to(dev); opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     g = make_generator(seed, dev)
     def step():
         i = torch.randint(len(images), (batch,), generator=g, device=dev)
         x = to_float_images(images[i])
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
-            out = model(x)
-            loss = model.nll(out["x_out"].float(), x).mean() + 4.0 * gaussian_kl(out["mu"].float(), out["logvar"].float()).sum(1).mean()
+        out = model(x)
+        loss = model.nll(out["x_out"].float(), x).mean() + 4.0 * gaussian_kl(out["mu"].float(), out["logvar"].float()).sum(1).mean()
         opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
     for _ in range(10): step()
     sync(dev); t = time.perf_counter()
@@ -40,11 +41,11 @@ def bare_loop(images, steps, batch, dev, amp, seed=0):
     sync(dev); return steps * batch / (time.perf_counter() - t)
 
 
-def trainer_loop(data, steps, batch, dev, amp, seed=0):
+def trainer_loop(data, steps, batch, dev, precision, seed=0):
     torch.manual_seed(seed)
     sampler = SingleSampler(data, device=dev)
     tr = Trainer(VAE().to(dev), BetaVAE(4.0), sampler, TrainConfig(steps=10 + steps, batch_size=batch, lr=1e-4, seed=seed,
-                 device=str(dev), amp=amp, log_every=50, progress=False))
+                 device=str(dev), precision=precision, log_every=50, progress=False))
     tr.fit(10); sync(dev); t = time.perf_counter()
     tr.fit(steps); sync(dev); return steps * batch / (time.perf_counter() - t)
 
@@ -55,17 +56,21 @@ def main():
     p.add_argument("--batch", type=int, default=64); p.add_argument("--device")
     p.add_argument("--subset", type=int, default=4, help="keep every SUBSET-th position (smaller materialised set)")
     a = p.parse_args()
-    dev = default_device(a.device); amp = dev.type == "cuda"
+    dev = default_device(a.device)
+    auto, why = resolve_precision("auto", dev)
     data = DSprites().subset(posX=range(0, 32, a.subset), posY=range(0, 32, a.subset)).to(dev)
-    print(f"device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, bf16 autocast {amp}, "
-          f"{len(data):,} images materialised, batch {a.batch}, {a.steps} timed steps x {a.repeats} repeats")
-    bare, ours = [], []
-    for r in range(a.repeats):  # interleave so both see the same machine state
-        bare.append(bare_loop(data.images, a.steps, a.batch, dev, amp, seed=r))
-        ours.append(trainer_loop(data, a.steps, a.batch, dev, amp, seed=r))
-        print(f"  repeat {r}: bare {bare[-1]:8.1f} img/s   trainer {ours[-1]:8.1f} img/s")
-    b, o = statistics.median(bare), statistics.median(ours)
-    print(f"median: bare loop {b:.1f} images/s, trainer {o:.1f} images/s, ratio trainer/bare = {o / b:.3f}")
+    print(f"device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, trainer default precision {auto} "
+          f"({why}), {len(data):,} images materialised, batch {a.batch}, {a.steps} timed steps x {a.repeats} repeats")
+    rows = {"bare fp32": [], "trainer fp32": [], f"trainer auto ({auto})": []}
+    for r in range(a.repeats):  # interleave so every loop sees the same machine state
+        rows["bare fp32"].append(bare_loop(data.images, a.steps, a.batch, dev, seed=r))
+        rows["trainer fp32"].append(trainer_loop(data, a.steps, a.batch, dev, "fp32", seed=r))
+        rows[f"trainer auto ({auto})"].append(trainer_loop(data, a.steps, a.batch, dev, "auto", seed=r))
+        print(f"  repeat {r}: " + "   ".join(f"{k} {v[-1]:8.1f} img/s" for k, v in rows.items()), flush=True)
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    b = med["bare fp32"]
+    print("median images/s: " + ", ".join(f"{k} {v:.1f}" for k, v in med.items()))
+    print("ratio to the bare fp32 loop: " + ", ".join(f"{k} {v / b:.2f}x" for k, v in med.items() if k != "bare fp32"))
 
 
 if __name__ == "__main__":

@@ -269,7 +269,7 @@ from .objectives.contrastive import ContrastiveVAE
 from .objectives.refvae import RefVAE
 from .data.digit_style import DigitStyle, ReferenceSampler, make_digit_style
 from .data.colored_mnist import ColoredMNIST, PairSampler
-from .train import TrainConfig, Trainer, load_model, read_checkpoint_config
+from .train import PRECISION_CHOICES, TrainConfig, Trainer, load_model, read_checkpoint_config
 from .eval.viz import history_figure, reconstruction_figure, save_figure, traversal_figure
 
 @dataclasses.dataclass
@@ -423,9 +423,9 @@ def _write_json(obj, path):
     from disentbook.core import write_json
     write_json(obj, path)
 
-def _resume_check(out: Path, method: str, dataset: str, steps: int, batch_size, lr) -> tuple[int, float]:
-    """The checkpoint's batch size and lr. `--resume` continues a run with its own settings: a different --lr or
-    --batch-size, method or dataset, or no step left to train is a one-line error showing both values."""
+def _resume_check(out: Path, method: str, dataset: str, steps: int, batch_size, lr, precision=None) -> tuple[int, float]:
+    """The checkpoint's batch size and lr. `--resume` continues a run with its own settings: a different --lr,
+    --batch-size or --precision, method or dataset, or no step left to train is a one-line error showing both values."""
     ckpt = out / "checkpoint"
     cfg = read_checkpoint_config(ckpt)
     saved = cfg["train"]
@@ -433,6 +433,10 @@ def _resume_check(out: Path, method: str, dataset: str, steps: int, batch_size, 
         if given is not None and given != saved[key]:
             raise InputError(f"{flag} {given:g} differs from the checkpoint's {key} {saved[key]:g} ({ckpt}); --resume continues "
                              f"a run with its own settings: leave out {flag}, or start a new run (another --out, or --overwrite)")
+    saved_prec = saved.get("precision", "auto") if saved.get("amp", True) else "fp32"
+    if precision is not None and precision != saved_prec:
+        raise InputError(f"--precision {precision} differs from the checkpoint's {saved_prec} ({ckpt}); --resume continues a "
+                         "run with its own settings: leave out --precision, or start a new run (another --out, or --overwrite)")
     if (out / "run.json").is_file():
         prev = json.loads((out / "run.json").read_text())
         for key, given in (("method", method), ("dataset", dataset)):
@@ -448,10 +452,13 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
               batch_size: int | None = None, lr: float | None = None, latent_dim: int | None = None, likelihood: str = "bernoulli",
               out_dir="results/train", device=None, seed: int = 0, resume: bool = False, overwrite: bool = False,
               z_dim: int = 16, s_dim: int = 8, hidden: int = 256, data_params: dict | None = None, evaluate: bool = True,
-              eval_points: int = 2000, threads: int | None = None) -> dict:
+              eval_points: int = 2000, threads: int | None = None, precision: str | None = None,
+              ckpt_every: int | None = None) -> dict:
     """Train objective `method` on `dataset` with the model it declares; write `out_dir/checkpoint/`, history, figures,
     `run.json` and `metrics.json` (the paper metrics for the dataset). Every input is checked before any data work.
-    `dataset=None`: the method's own (`objectives.base.default_dataset`); `latent_dim=None`: its `default_latent_dim`."""
+    `dataset=None`: the method's own (`objectives.base.default_dataset`); `latent_dim=None`: its `default_latent_dim`;
+    `precision=None`: 'auto' (bf16 where the device has it natively; with `resume`, the checkpoint's); `ckpt_every=None`:
+    a checkpoint every tenth of the run, at most every 2,000 steps (a killed run resumes from there bit-exactly)."""
     cls = OBJECTIVES[method]
     if dataset is None: dataset = default_dataset(method)
     if latent_dim is None: latent_dim = cls.default_latent_dim
@@ -461,13 +468,14 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
     dev = resolve_device(device)
     if threads is not None: torch.set_num_threads(int(threads))
     with run_lock(Path(out_dir)) as out:
-        if resume: batch_size, lr = _resume_check(out, method, dataset, steps, batch_size, lr)
+        if resume: batch_size, lr = _resume_check(out, method, dataset, steps, batch_size, lr, precision)
         else:
             clear_run(out) if overwrite else refuse_existing(out)
             batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
             lr = DEFAULT_LR if lr is None else lr
-        config = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed, device=str(dev), amp=dev.type == "cuda",
-                             log_every=min(100, max(1, steps // 10)), ckpt_every=max(steps // 10, 1))
+        config = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed, device=str(dev), precision=precision or "auto",
+                             log_every=min(100, max(1, steps // 10)),
+                             ckpt_every=ckpt_every or min(max(steps // 10, 1), 2000))
         seed_everything(seed)            # first: the model's and the discriminators' initial weights come from it
         data = build_dataset(dataset, data_params)
         model = build_model_for(cls.model_kind, image_shape(data), latent_dim, z_dim, s_dim, likelihood, hidden).to(dev)
@@ -479,9 +487,11 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
         if resume:   # the checkpoint must match the model and objective asked for (ConfigMismatchError otherwise)
             trainer = Trainer.resume(out / "checkpoint", sampler, model=model, objective=objective, out_dir=out, steps=steps)
         else:
-            _write_json(dict(method=method, dataset=dataset, params=params, data_params=dict(data_params or {}), seed=seed,
-                             eval_points=eval_points, model=model.config), out / "run.json")
             trainer = Trainer(model, objective, sampler, config, out_dir=out)
+            _write_json(dict(method=method, dataset=dataset, params=params, data_params=dict(data_params or {}), seed=seed,
+                             eval_points=eval_points, model=model.config, device=str(dev), precision=trainer.precision,
+                             precision_reason=trainer.precision_reason, precision_asked=config.precision,
+                             torch=torch.__version__, threads=torch.get_num_threads()), out / "run.json")
         trainer.fit()
         model = trainer.model
         x = sampler.sample(min(256, batch_size * 4), make_generator(seed + 1, dev))["x"]
@@ -490,7 +500,8 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
         save_figure(history_figure(trainer.history, title=f"{method} on {dataset}"), out / "losses.png")
         rows = run_metrics(model, data, eval_points, seed, probe_features(trainer.objective)) if evaluate else []
         if rows: _write_json(dict(method=method, dataset=dataset, step=trainer.step, metrics=rows), out / "metrics.json")
-    return dict(steps=trainer.step, out_dir=str(out), history=trainer.history, metrics=rows, dataset=dataset)
+    return dict(steps=trainer.step, out_dir=str(out), history=trainer.history, metrics=rows, dataset=dataset,
+                precision=trainer.precision)
 
 # %% ../nbs/90_cli.ipynb #cbba153b
 def cmd_train(args):
@@ -498,8 +509,9 @@ def cmd_train(args):
                     batch_size=args.batch_size, lr=args.lr, latent_dim=args.latent_dim, likelihood=args.likelihood,
                     out_dir=Path(args.out), device=args.device, seed=args.seed, resume=args.resume, overwrite=args.overwrite,
                     z_dim=args.z_dim, s_dim=args.s_dim, hidden=args.hidden, data_params=parse_params(args.data_param),
-                    evaluate=not args.no_eval, eval_points=args.eval_points, threads=args.threads)
-    print(f"trained {args.method!r} on {res['dataset']!r} for {res['steps']} steps; checkpoint in {Path(args.out) / 'checkpoint'}/, "
+                    evaluate=not args.no_eval, eval_points=args.eval_points, threads=args.threads,
+                    precision=args.precision)
+    print(f"trained {args.method!r} on {res['dataset']!r} for {res['steps']} steps ({res['precision']}); checkpoint in {Path(args.out) / 'checkpoint'}/, "
           f"history, figures and metrics in {args.out}/")
     if res["metrics"]: print(metrics_table(res["metrics"]))
     return 0
@@ -594,6 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: CUDA when available, else MPS, else CPU)")
     t.add_argument("--seed", type=int_at_least(0), default=0, help="seeds the model's initial weights, the batches and the noise")
     t.add_argument("--threads", type=int_at_least(1), help="torch CPU threads (default: torch's choice)")
+    t.add_argument("--precision", choices=PRECISION_CHOICES, help="auto (default): bf16 autocast where the device computes "
+                   "bf16 natively (CUDA, CPUs with AVX512-BF16 or AMX), else fp32; fp32; bf16 (with --resume: the checkpoint's)")
     t.add_argument("--resume", action="store_true",
                    help="continue the run in OUT from OUT/checkpoint/ up to --steps in total, with the checkpoint's lr and batch "
                         "size (a different --lr or --batch-size is refused)")

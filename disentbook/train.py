@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_train.ipynb #e5a77538
 from __future__ import annotations
-import contextlib, dataclasses, hashlib, io, json, math, numbers, os, re, tempfile, warnings
+import contextlib, dataclasses, functools, hashlib, io, json, math, numbers, os, re, tempfile, warnings
 from pathlib import Path
 from typing import Callable
 
@@ -19,9 +19,9 @@ from .core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLo
 from .objectives.base import Objective, make_objective
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'READABLE_FORMATS', 'TrainConfig', 'precision_flags', 'Trainer', 'CheckpointNotFoundError',
-           'write_checkpoint', 'clean_run_dir', 'read_checkpoint_config', 'state_path', 'load_checkpoint', 'load_model',
-           'model_spec']
+__all__ = ['PRECISION_CHOICES', 'FORMAT_VERSION', 'READABLE_FORMATS', 'TrainConfig', 'precision_flags', 'cpu_native_bf16',
+           'resolve_precision', 'Trainer', 'CheckpointNotFoundError', 'write_checkpoint', 'clean_run_dir',
+           'read_checkpoint_config', 'state_path', 'load_checkpoint', 'load_model', 'model_spec']
 
 # %% ../nbs/04_train.ipynb #c679a00a
 def _integer(v, lo: int):
@@ -34,6 +34,8 @@ def _real(v, ok) -> float | None:
     "`v` as a finite float satisfying `ok`, or None."
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or not ok(float(v)): return None
     return float(v)
+
+PRECISION_CHOICES = ("auto", "fp32", "bf16")
 
 @dataclasses.dataclass
 class TrainConfig:
@@ -49,7 +51,8 @@ class TrainConfig:
     ckpt_every: int = 0                      # periodic checkpoints into out_dir; 0: at the end only
     keep_ckpts: bool = False                 # also keep a `step_XXXXXXX` copy of each periodic checkpoint
     device: str | None = None                # None: `core.default_device()`
-    amp: bool = True                         # bf16 autocast on CUDA (the default); ignored on other devices
+    amp: bool = True                         # False: fp32 whatever `precision` says (checkpoints of older versions)
+    precision: str = "auto"                  # 'auto': bf16 where the device has it natively, else fp32; 'fp32'; 'bf16'
     grad_clip: float | None = None           # max global grad norm of the main update (logged as grad_norm)
     progress: bool = True                    # tqdm progress bar
 
@@ -71,6 +74,10 @@ class TrainConfig:
         elif self.device is not None: self.device = str(self.device)
         for name in ("keep_ckpts", "amp", "progress"):
             if not isinstance(getattr(self, name), bool): bad.append(f"{name}={getattr(self, name)!r} (expected True or False)")
+        if self.precision not in PRECISION_CHOICES:
+            bad.append(f"precision={self.precision!r} (expected one of {', '.join(map(repr, PRECISION_CHOICES))})")
+        if self.precision == "bf16" and self.amp is False:
+            bad.append("precision='bf16' with amp=False (amp=False means fp32; drop one of the two)")
         if bad: raise InputError(f"invalid TrainConfig: {'; '.join(bad)}")
 
     def to_dict(self) -> dict:
@@ -121,6 +128,40 @@ def precision_flags(precision: str | None, device) -> None:
     finally:
         b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.benchmark = old
 
+# %% ../nbs/04_train.ipynb #a7b1c2d3
+@functools.cache
+def cpu_native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX-BF16), so that oneDNN's bf16 convolutions and matrix
+    products run faster than fp32; elsewhere bf16 is emulated and slower than fp32. Read from PyTorch's own CPU probe
+    when it has one, else from the CPU flags the kernel reports."""
+    probe = getattr(getattr(torch._C, "_cpu", None), "_is_avx512_bf16_supported", None)
+    try:
+        if probe is not None and probe(): return True
+    except Exception: pass
+    try: flags = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError: return False
+    return re.search(r"\b(avx512_bf16|amx_bf16)\b", flags) is not None
+
+def resolve_precision(precision: str, device, amp: bool = True) -> tuple[str, str]:
+    """What a training step computes in, and why: `('bf16' | 'fp32', reason)`. 'auto' is bf16 autocast on a CUDA GPU with
+    bf16 and on a CPU with native bf16 (`cpu_native_bf16`), fp32 elsewhere; 'fp32' and 'bf16' are taken as asked ('bf16'
+    where the device has no native bf16 warns: it is emulated, slower than fp32); `amp=False` is fp32."""
+    if precision not in PRECISION_CHOICES:
+        raise InputError(f"precision: expected one of {', '.join(map(repr, PRECISION_CHOICES))}, got {precision!r}")
+    d = torch.device(device)
+    native = ((d.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+              or (d.type == "cpu" and cpu_native_bf16()))
+    if precision == "fp32" or not amp: return "fp32", "asked for" if precision == "fp32" else "amp=False"
+    if precision == "bf16":
+        if d.type not in ("cpu", "cuda"):
+            raise InputError(f"precision='bf16': bf16 autocast runs on 'cpu' and 'cuda' devices, not {d.type!r}")
+        if not native:
+            warnings.warn(f"precision='bf16' on a {d.type} without native bf16: emulated, slower than fp32", stacklevel=2)
+            return "bf16", f"asked for (emulated: this {d.type} has no native bf16)"
+        return "bf16", "asked for"
+    return ("bf16", f"auto: this {d.type} has native bf16") if native else ("fp32", f"auto: this {d.type} has no native bf16")
+
+
 # %% ../nbs/04_train.ipynb #aeb1e24e
 def _monitor_names(objective, names: list[str]) -> list[str]:
     "The objective's monitored terms, logged after the step's own `names` (a name in both is an error)."
@@ -142,6 +183,11 @@ class Trainer:
             raise InputError(f"the sampler hands out batches on {sdev} but the trainer runs on {self.device}; "
                              "move the sampler (or set config.device)")
         self.model, self.objective, self.sampler = model.to(self.device), objective.to(self.device), sampler
+        # bf16 autocast where the hardware has it ('auto'); on a CPU the conv weights channels-last, oneDNN's fast layout
+        self.precision, self.precision_reason = resolve_precision(c.precision, self.device, c.amp)
+        self.channels_last = self.precision == "bf16" and self.device.type == "cpu"
+        if self.channels_last:
+            model.to(memory_format=torch.channels_last); objective.to(memory_format=torch.channels_last)
         self.out_dir = None if out_dir is None else Path(out_dir)
         core.seed_everything(c.seed + 1)                      # reparameterisation noise, permutations, dropout
         self.generator = core.make_generator(c.seed, sdev)    # the data stream
@@ -157,8 +203,9 @@ class Trainer:
             settings = dict(lr=c.lr, betas=c.betas, eps=c.eps) | dict(objective.aux_optim.get(name, {}))
             self.aux_optimizers[name] = torch.optim.Adam(ps, **settings)
             _set_trainable(ps, False)                         # frozen except during their own update
-        use_amp = c.amp and self.device.type == "cuda"
-        self._autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if use_amp else contextlib.nullcontext
+        dev_type = self.device.type
+        self._autocast = ((lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if self.precision == "bf16"
+                          else contextlib.nullcontext)
         self.step = 0                                         # steps done; the next step passes `step` to the objective
         self.keys: list[str] | None = None                    # names of the logged terms, fixed at the first step
         self._layout, self._rows, self._history, self._saved_step = None, [], [], None

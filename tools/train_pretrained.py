@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # the checkout's disentbook, installed or not
+sys.path.insert(0, str(Path(__file__).resolve().parent))         # tools/campaign.py
 
 # name: (method, dataset, params, data_params, settings that differ from DEFAULTS: steps, batch_size, lr, model sizes)
 RECIPES = {
@@ -87,15 +88,32 @@ CAVEATS = {
     "swap_invariance": ("the worst-group test accuracy is 0 at every length measured: some digit on some unseen "
                         "background is always misclassified."),
 }
-DEFAULTS = dict(steps=1000, batch_size=32, lr=1e-3, hidden=128, latent_dim=10, z_dim=16, s_dim=8)
+DEFAULTS = dict(steps=1000, batch_size=32, lr=1e-3, hidden=128, latent_dim=10, z_dim=16, s_dim=8, threads=1, precision="fp32")
 SEED = 0
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DEST = ROOT / "disentbook" / "assets" / "pretrained"
+# the dSprites recipes train at the campaign's settings (tools/campaign.py SETTINGS: batch 64, lr 5e-4, bf16 where native,
+# two threads) for the length their learning curve chose (benchmarks/curves/lengths.json, written by the campaign's
+# dsprites-models stage from benchmarks/curves/NAME.csv)
+CURVE_LENGTHS = ROOT / "benchmarks" / "curves" / "lengths.json"
+
+
+def curve_length(name: str) -> dict | None:
+    "The length (and why) the campaign chose for dSprites recipe `name` from its learning curve; None before."
+    if RECIPES[name][1] != "dsprites" or not CURVE_LENGTHS.is_file(): return None
+    return json.loads(CURVE_LENGTHS.read_text()).get(name)
 # the size arguments `disentbook train` reads for each kind of model
 SIZE_FLAGS = dict(vae=("latent_dim",), contrastive_vae=("z_dim", "s_dim"), ref_vae=("z_dim", "s_dim"))
 
 
 def settings(name: str) -> dict:
-    "Steps, batch size, lr and model sizes of recipe `name` (DEFAULTS updated by the recipe's own)."
-    return dict(DEFAULTS, **RECIPES[name][4])
+    """Steps, batch size, lr, model sizes, threads and precision of recipe `name` (DEFAULTS updated by the recipe's own;
+    a dSprites recipe with a measured curve: the campaign's settings at the length its curve chose)."""
+    c = curve_length(name)
+    if c is None: return dict(DEFAULTS, **RECIPES[name][4])
+    from campaign import SETTINGS
+    return dict(DEFAULTS, **{k: SETTINGS[k] for k in ("batch_size", "lr", "hidden", "latent_dim", "threads")},
+                steps=int(c["steps"]), precision=c["precision"])
 
 
 def _model_kind(method: str) -> str:
@@ -109,7 +127,7 @@ def command(name: str) -> str:
     st = settings(name)
     parts = ["disentbook train", f"--method {method}", f"--dataset {dataset}", f"--steps {st['steps']}",
              f"--batch-size {st['batch_size']}", f"--lr {st['lr']:g}", f"--seed {SEED}", f"--hidden {st['hidden']}",
-             "--device cpu", "--threads 1"]
+             "--device cpu", f"--threads {st['threads']}"] + ([f"--precision {st['precision']}"] if st["precision"] else [])
     parts += [f"--{k.replace('_', '-')} {st[k]}" for k in SIZE_FLAGS.get(_model_kind(method), ())]
     parts += [f"--param {k}={v:g}" if isinstance(v, (int, float)) else f"--param {k}={v}" for k, v in params.items()]
     parts += [f"--data-param {k}={v}" for k, v in data_params.items()]
@@ -127,8 +145,8 @@ def train(name: str, runs: Path) -> dict:
     st = settings(name)
     res = train_job(method=method, dataset=dataset, params=params, steps=st["steps"], batch_size=st["batch_size"],
                     lr=st["lr"], latent_dim=st["latent_dim"], z_dim=st["z_dim"], s_dim=st["s_dim"], hidden=st["hidden"],
-                    out_dir=out, device="cpu", seed=SEED, data_params=data_params, evaluate=False, threads=1,
-                    overwrite=True)
+                    out_dir=out, device="cpu", seed=SEED, data_params=data_params, evaluate=False, threads=st["threads"],
+                    precision=st["precision"], overwrite=True)
     hist = out / "history.csv"
     if hist.is_file():                         # a diverged run is no model to ship
         import pandas as pd
@@ -167,7 +185,7 @@ def pilot(name: str, lengths, runs: Path, overrides: dict | None = None) -> list
         train_job(method=method, dataset=dataset, params=params, steps=L, batch_size=None if resume else st["batch_size"],
                   lr=None if resume else st["lr"], latent_dim=st["latent_dim"], z_dim=st["z_dim"], s_dim=st["s_dim"],
                   hidden=st["hidden"], out_dir=run, device="cpu", seed=SEED, data_params=data_params, evaluate=False,
-                  threads=1, overwrite=not resume, resume=resume)
+                  threads=st["threads"], precision=None if resume else st["precision"], overwrite=not resume, resume=resume)
         seconds += time.perf_counter() - t0
         keep = out / f"step_{L}"
         shutil.rmtree(keep, ignore_errors=True); shutil.copytree(run / "checkpoint", keep / "checkpoint")
@@ -213,6 +231,16 @@ def _shift_sentence(metrics: dict | None) -> str:
 def _note(name: str, trained: dict, gate: dict | None, control: dict | None = None, metrics: dict | None = None) -> str:
     "The card's note: the budget, how the length was chosen (`LENGTHS`), the gate's numbers, the recipe's deviations."
     steps, b, sec = trained["steps"], settings(name)["batch_size"], trained["seconds"]
+    c = curve_length(name)
+    if c is not None:
+        st = settings(name)
+        return (f"CPU-budget model, its length chosen by its learning curve: {steps:,} steps of batch {b} in {sec:.0f} s of "
+                f"training on a 2-core CPU ({st['threads']} torch threads, {c['precision']}; no GPU was available), far short "
+                "of the papers' 300,000 steps. Length: measured along one run at 1,000-20,000 steps (tools/campaign.py "
+                f"dsprites-curves; the card's `curve`), {c['why']}. On 10,000 fresh images at that length: MIG "
+                f"{c['mig']:.3f}, FactorVAE score {c['factor_vae']:.3f}, {c['active']} active latents (mean KL above "
+                "0.01 nats)." + (" COLLAPSED: no latent is active." if c["active"] == 0 else "")
+                + (f" Deviation: {DEVIATIONS[name]}" if name in DEVIATIONS else ""))
     if gate is None:
         return (f"CPU-budget model: {steps} steps of batch {b} in {sec:.0f} s on a shared CPU (no GPU was available), far "
                 "short of the papers' training; it shows a partly trained latent space, not the papers' numbers."
@@ -231,6 +259,24 @@ def _note(name: str, trained: dict, gate: dict | None, control: dict | None = No
             + (f" Deviation: {DEVIATIONS[name]}" if name in DEVIATIONS else ""))
 
 
+def _cpu_name() -> str:
+    import re
+    try:
+        m = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
+        if m: return m.group(1).strip()
+    except OSError: pass
+    return platform.processor() or platform.machine()
+
+
+def _precision(run: Path) -> str:
+    "The precision a run trained in: its checkpoint's TrainConfig, resolved as the trainer did (fp32 before precision existed)."
+    from disentbook.train import read_checkpoint_config
+    t = read_checkpoint_config(run / "checkpoint")["train"]
+    if not t.get("amp", True) or "precision" not in t: return "fp32"
+    rl = curve_length(run.name)
+    return rl["precision"] if rl else t["precision"]
+
+
 def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
     "fp16 weights + card of recipe `name` in `dest`; the metrics are measured on the stored weights."
     from disentbook.classroom import pretrained as P
@@ -246,11 +292,19 @@ def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
                 weights=weights.name, dtype="float16", bytes=weights.stat().st_size, sha256=sha256_file(weights),
                 num_parameters=sum(p.numel() for p in model.parameters()),
                 train=dict(steps=trained["steps"], batch_size=settings(name)["batch_size"], lr=settings(name)["lr"], seed=SEED,
-                           seconds=trained["seconds"],
-                           device=f"cpu ({platform.processor() or platform.machine()}, 1 torch thread, 2 cores shared "
+                           seconds=trained["seconds"], precision=_precision(runs / name),
+                           device=f"cpu ({_cpu_name()}, {settings(name)['threads']} torch thread(s), 2 cores shared "
                                   "with other jobs)", torch=torch.__version__),
                 command=command(name), recipe=f"python3 tools/train_pretrained.py {name}",
                 note=_note(name, trained, None), evaluation=P.EVALUATIONS[dataset])
+    if curve_length(name) is not None:                 # the learning curve the length was chosen from, and the figures
+        from campaign import read_curve
+        keep = ("steps", "mig", "factor_vae", "active", "gap/scale", "gap/posX", "gap/posY", "gap/shape", "gap/orientation")
+        card["curve"] = [{k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()
+                          if k in keep or k.startswith("loss/")} for r in read_curve(name)]
+        card["length"] = curve_length(name)["why"]
+        card["figures"] = dict(curve=f"reports/pretrained/{name}_curve.png", traversals=f"reports/pretrained/{name}_traversals.png",
+                               curve_csv=f"benchmarks/curves/{name}.csv")
     (dest / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")       # card without metrics first
     t0 = time.perf_counter()
     card["metrics"] = P.measure(name, root=dest)
@@ -271,7 +325,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("names", nargs="*", help=f"recipes (default: all): {', '.join(RECIPES)}")
     p.add_argument("--runs", default="results/pretrained_runs", help="where the training runs go")
-    p.add_argument("--dest", default=str(Path(__file__).resolve().parents[1] / "disentbook" / "assets" / "pretrained"))
+    p.add_argument("--dest", default=str(DEFAULT_DEST))
     p.add_argument("--train-only", action="store_true")
     p.add_argument("--package-only", action="store_true")
     p.add_argument("--pilot", default=None, help="comma-separated lengths: one run resumed from length to length, the "
@@ -284,7 +338,6 @@ def main(argv=None) -> int:
     names = a.names or list(RECIPES)
     bad = [n for n in names if n not in RECIPES]
     if bad: p.error(f"unknown recipe(s) {bad}; known: {', '.join(RECIPES)}")
-    torch.set_num_threads(1)
     runs = Path(a.runs)
     if a.pilot:
         from disentbook.cli import parse_params

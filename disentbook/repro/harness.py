@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..core import (REPRODUCTIONS, ConfigMismatchError, DataNotFoundError, DisentbookError, InputError, NonFiniteLossError, Registry, default_device, in_test,
+from ..core import (REPRODUCTIONS, ConfigMismatchError, DataNotFoundError, DisentbookError, InputError, NonFiniteLossError, Registry, default_device, describe_device, in_test,
                              make_generator, paper_values, seed_everything, write_json)
 from ..data.samplers import SingleSampler
 from ..nets import VAE
@@ -335,20 +335,23 @@ def build_objective(spec: dict, data, model, cfg: dict | None = None):
     if hasattr(obj, "bind"): obj.bind(data=train_data(data), model=model)
     return obj
 
-def train_config(cfg: dict, seed: int, device, data=None, progress: bool | None = None) -> TrainConfig:
-    "The one `TrainConfig` of a run: the scale's `train` settings, the run's seed and device."
+def train_config(cfg: dict, seed: int, device, data=None, progress: bool | None = None,
+                 precision: str | None = None) -> TrainConfig:
+    """The one `TrainConfig` of a run: the scale's `train` settings, the run's seed and device, and `precision` (the
+    reproduction's `-o precision=...`; default 'auto': bf16 where the device computes it natively)."""
     t, dev = dict(cfg["train"]), torch.device(device)
     epochs = t.pop("epochs", None)
     if t.get("steps") is None:
         if epochs is None or data is None: raise InputError("train: give steps, or epochs and the data")
         t["steps"] = int(math.ceil(epochs * data_size(data) / t["batch_size"]))
     t.setdefault("ckpt_every", max(t["steps"] // 10, 1000))
-    return TrainConfig(**t, seed=seed, device=str(dev), amp=dev.type == "cuda",
+    t.setdefault("precision", precision or "auto")
+    return TrainConfig(**t, seed=seed, device=str(dev),
                        progress=(not in_test()) if progress is None else progress)
 
 # %% ../../nbs/08_harness.ipynb #506ddd52
 _DATA_CACHE: dict = {}
-HARNESS_OPTIONS = dict(allow_eager=False)    # options of every reproduction (beside the paper's own)
+HARNESS_OPTIONS = dict(allow_eager=False, precision="auto")    # options of every reproduction (beside the paper's own)
 
 def load_data(paper: Paper, dataset: str, cfg: dict, seed: int, options: dict):
     "The paper's data for `dataset` (cached in this process by dataset, seed when it matters, and data settings)."
@@ -381,6 +384,10 @@ def _sampler_fn(paper: Paper, data):
     if paper.sampler is not None: return lambda device: paper.sampler(data, device)
     return lambda device: SingleSampler(train_data(data), device=device, materialize=torch.device(device).type == "cuda")
 
+def _precision(job: dict) -> str:
+    "The precision a job asks for (`-o precision=auto|fp32|bf16`)."
+    return str(job.get("options", {}).get("precision") or "auto")
+
 def train_run(job: dict) -> dict:
     """Train (or reload, or resume) and evaluate one run in the eager `Trainer`. `job`: dict(paper, dataset, spec, seed,
     cfg, root, device, options); returns the metrics (plus train_seconds, eval_seconds, steps, mode and the last logged
@@ -397,10 +404,11 @@ def train_run(job: dict) -> dict:
     model = (paper.model or default_model)(spec, data, cfg).to(dev)
     objective = build_objective(spec, data, model, cfg)
     sampler = _sampler_fn(paper, data)(dev)
-    trainer = Trainer(model, objective, sampler, train_config(cfg, seed, dev, data, job.get("progress")), out_dir=out / "train")
+    trainer = Trainer(model, objective, sampler, train_config(cfg, seed, dev, data, job.get("progress"), _precision(job)), out_dir=out / "train")
     if ckpt.exists(): trainer.load(ckpt)                                  # exact resume of a cut-short run
     t0 = time.perf_counter(); trainer.fit(); train_s = time.perf_counter() - t0
-    mode = dict(mode="eager", members=1, why=job.get("why") or "runner 'local' (or 'ray'): the Trainer, one run at a time")
+    mode = dict(mode="eager", members=1, why=job.get("why") or "runner 'local' (or 'ray'): the Trainer, one run at a time",
+                precision=trainer.precision, precision_reason=trainer.precision_reason, threads=torch.get_num_threads())
     return _evaluate_run(job, data, cfg, trainer, train_s, mode)
 
 def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dict | None = None) -> dict:
@@ -531,7 +539,7 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
         j0 = jobs[idx[0]]
         paper, cfg, data, model_config = _setup(j0)
         dev = torch.device(device or j0.get("device") or "cpu")
-        train = train_config(cfg, int(j0["seed"]), dev, data, False)
+        train = train_config(cfg, int(j0["seed"]), dev, data, False, _precision(j0))
         members = [_member(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
         sup, obj = _probe(paper, cfg, data, model_config, members, train)
         parts = [[idx[k] for k in g] for g in split_static(members, sup["static"])] if sup["static"] else [idx]
@@ -549,12 +557,18 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
     return groups
 
 def _engine_mode(r: dict, group_why: str) -> dict:
-    "The `mode` record of a run from its engine summary and its group's predicted why."
+    """The `mode` record of a run from its engine summary and its group's predicted why, with the precision it trained in:
+    the trainer's, except a CPU ensemble's (the engine's vmapped step autocasts on CUDA only: fp32, with a warning)."""
     k = int(r.get("members", 1))
     name = ("captured_ensemble" if k > 1 else "captured_single") if r["mode"] == "captured" else "eager"
     rw = r.get("why")
     why = group_why if rw and group_why and rw.split(",")[0] in group_why else "; ".join(w for w in (rw, group_why) if w)
-    return dict(mode=name, members=k, why=why)
+    t = r.get("trainer")
+    prec, reason = (getattr(t, "precision", None), getattr(t, "precision_reason", None)) if t is not None else (None, None)
+    if prec == "bf16" and k > 1 and t.device.type != "cuda":
+        prec, reason = "fp32", "a CPU ensemble: the engine autocasts on CUDA only (bf16 -> fp32)"
+        warnings.warn(f"run {r.get('name')}: {reason}", stacklevel=2)
+    return dict(mode=name, members=k, why=why, precision=prec, precision_reason=reason)
 
 def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[dict]:
     """Train `jobs` with the engine, group by group (`group_jobs`): a vmappable group as one ensemble (captured on CUDA),
@@ -578,7 +592,7 @@ def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[di
         idx = g["jobs"]; j0 = jobs[idx[0]]
         paper, cfg, data, model_config = _setup(j0)
         dev = torch.device(j0.get("device") or "cpu")
-        tc = train_config(cfg, int(j0["seed"]), dev, data, j0.get("progress"))
+        tc = train_config(cfg, int(j0["seed"]), dev, data, j0.get("progress"), _precision(j0))
         members = [_member(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
         kw = dict(device=dev, sampler=_sampler_fn(paper, data), strict=strict and dev.type == "cuda")
         if g["vmap"]:
@@ -841,6 +855,7 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
     try:
         t0 = time.perf_counter()
         ctx = Context(paper, scale, cfg, out, dev, opts, seeds)
+        ctx.device_name = describe_device(dev)
         jobs, where = _jobs(paper, ctx, cfg, out, dev)
         print(f"{paper.name} ({scale}): {len(jobs)} runs ({len(seeds)} seed(s) per model), runner {runner}", flush=True)
         res = train_group(jobs, runner, ray_address)
@@ -880,6 +895,7 @@ def rejudge(paper: Paper, out_dir) -> dict:
             got, order = ctx.results[t.name], list(dict.fromkeys(ctx.row(s) for s in ctx.specs[t.name]))
             ctx.results[t.name] = {r: got[r] for r in [*order, *got] if r in got}      # the table's row order, not JSON's
         ctx.device = torch.device(str(m.get("device", "cpu")))
+        ctx.device_name = m.get("device_name") or str(ctx.device)
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         first = m.get("rejudged", {}).get("trained") or f"the runs of this folder ({m.get('seconds', float('nan')):.0f} s)"
         ctx.notes = [n for n in m.get("notes", []) if not str(n).startswith("Re-judged")]
@@ -926,7 +942,7 @@ def _modes(ctx) -> list[str]:
                 except (OSError, ValueError): e = {"mode": runs[i].get("mode")} if i < len(runs) and isinstance(runs[i], dict) else {}
                 m = e.get("mode") or e.get("metrics", {}).get("mode")
                 if not isinstance(m, dict): continue
-                key = (str(m.get("mode")), str(m.get("members", "")))
+                key = (str(m.get("mode")) + (f", {m['precision']}" if m.get("precision") else ""), str(m.get("members", "")))
                 counts[key] = counts.get(key, 0) + 1
                 if m.get("why"): why.setdefault(key, str(m["why"]))
     return [f"{n} run(s) {mode}" + (f" ({mem} members)" if mem not in ("", "None", "1") else "") + (f": {why[(mode, mem)]}" if (mode, mem) in why else "")
@@ -966,7 +982,8 @@ def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None 
     seconds = time.perf_counter() - t0 if seconds is None else seconds
     pd.DataFrame(rows).to_csv(out / "table.csv", index=False)
     md = _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates, header)
-    metrics = dict(paper=p.name, scale=ctx.scale, config=ctx.cfg, device=str(ctx.device), seeds=ctx.seeds,
+    metrics = dict(paper=p.name, scale=ctx.scale, config=ctx.cfg, device=str(ctx.device),
+                   device_name=getattr(ctx, "device_name", None) or str(ctx.device), seeds=ctx.seeds,
                    seconds=seconds, train_seconds=train_seconds, rule=RULE_TEXT,
                    options={k: v for k, v in ctx.options.items() if _jsonable(v)},
                    results=ctx.results, table=rows, claims=claims, learned=gates, skipped=ctx.skipped, notes=ctx.notes,
@@ -1014,7 +1031,7 @@ def claim_lines(claims: list[dict]) -> list[str]:
 def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=None, header: str | None = None) -> str:
     cfg, p = ctx.cfg, ctx.paper
     L = [f"# {p.title} reproduced — {ctx.scale} scale", "", *([header, ""] if header else []),
-         f"device: {ctx.device}; total {seconds:.0f} s (training and evaluation {train_seconds:.0f} s); seeds "
+         f"device: {getattr(ctx, 'device_name', None) or ctx.device}; total {seconds:.0f} s (training and evaluation {train_seconds:.0f} s); seeds "
          f"{ctx.seeds}; training {json.dumps(cfg['train'])}.", ""]
     modes = _modes(ctx)
     if modes: L += ["How each run trained: " + "; ".join(modes) + ".", ""]
