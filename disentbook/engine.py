@@ -246,7 +246,7 @@ class StaticHparamError(ConfigMismatchError):
 
 # %% ../nbs/13_engine.ipynb #ff6e06ab
 _SHARED = ("steps", "batch_size", "lr", "betas", "eps", "weight_decay", "log_every", "ckpt_every", "keep_ckpts", "amp",
-           "grad_clip")
+           "precision", "grad_clip")
 
 def _detached(out: dict) -> dict:
     return {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in out.items()}

@@ -25,7 +25,7 @@ Stages:
 The GPU stages (tests, throughput table, `gpu` reproductions, GPU-trained models) are `tools/gpu_campaign.py`'s.
 """
 from __future__ import annotations
-import argparse, datetime, json, os, platform, re, shutil, signal, sys, time
+import argparse, datetime, json, os, platform, re, shutil, signal, sys, threading, time
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +38,7 @@ RESULTS = ROOT / "results" / "campaign"          # working files (ignored by git
 LEDGER = ROOT / "benchmarks" / "campaign.json"   # what is done (committed)
 CURVES = ROOT / "benchmarks" / "curves"          # learning curves (committed)
 FIGURES = ROOT / "reports" / "pretrained"        # the shipped models' figures (committed)
-PAUSE = RESULTS / "PAUSE"
+PAUSE_POLL = 5.0                                 # seconds between looks at the pause file
 CHUNK = 1000                                     # steps between checkpoints, pause and budget checks
 DSPRITES = ("factor_vae", "tcwae_mws", "dip_vae_i", "beta_vae_b4", "dip_vae_ii", "beta_vae_b1")
 LENGTHS = (1000, 2500, 5000, 7500, 10_000, 15_000, 20_000)       # where each curve is measured
@@ -52,6 +52,8 @@ STAGES = {
                        "at 1,000-20,000 steps: MIG (10,000 fresh images), FactorVAE score, KL per latent, losses",
     "dsprites-models": "each recipe at the length its curve chose (choose_length), packaged: fp16 weights, card with "
                        "the curve, traversal figure",
+    "precision-check": "benchmarks/bench_precision.py: seven methods x seeds 0-2 x fp32 and bf16, 1,500 steps each, "
+                       "final losses and metrics against the spread between the fp32 seeds (benchmarks/precision.json)",
 }
 
 
@@ -60,7 +62,8 @@ class CampaignError(Exception):
 
 
 # ---------------------------------------------------------------- ledger, pause, budget
-def read_ledger(path: Path = LEDGER) -> dict:
+def read_ledger(path: Path | None = None) -> dict:
+    path = path or LEDGER
     try: d = json.loads(Path(path).read_text())
     except FileNotFoundError: return {"stages": {}}
     except (OSError, ValueError) as e:
@@ -68,7 +71,8 @@ def read_ledger(path: Path = LEDGER) -> dict:
     return d if isinstance(d, dict) and isinstance(d.get("stages"), dict) else {"stages": {}}
 
 
-def write_ledger(stage: str, record: dict, path: Path = LEDGER):
+def write_ledger(stage: str, record: dict, path: Path | None = None):
+    path = path or LEDGER
     d = read_ledger(path)
     d["stages"][stage] = record
     d["what"] = ("Stages of tools/campaign.py: status ok (done), partial (cut by its budget or a kill; --next goes on "
@@ -97,6 +101,9 @@ def parse_budget(text: str) -> float:
     return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "": 60}[m.group(2)]
 
 
+def pause_file() -> Path: return RESULTS / "PAUSE"
+
+
 class Clock:
     "The wall budget of one campaign call, the pause file, and the measured seconds per chunk (for the budget test)."
     def __init__(self, budget_s: float):
@@ -104,9 +111,9 @@ class Clock:
     def left(self) -> float: return self.budget - (time.monotonic() - self.t0)
     def wait_while_paused(self):
         said = False
-        while PAUSE.exists():
-            if not said: print(f"paused ({PAUSE} exists; `tools/campaign.py --go-on` continues)", flush=True); said = True
-            time.sleep(5)
+        while pause_file().exists():
+            if not said: print(f"paused ({pause_file()} exists; `tools/campaign.py --go-on` continues)", flush=True); said = True
+            time.sleep(PAUSE_POLL)
     def fits(self, seconds: float | None = None) -> bool:
         "Whether a chunk (or `seconds` of work) still fits in the budget, with a 20 % margin."
         need = seconds if seconds is not None else (self.chunk_s or 60.0)
@@ -124,7 +131,7 @@ def _dsprites():
     return _DATA["d"]
 
 
-def measure_dsprites(model, num_points: int = EVAL["num_points"], seed: int = EVAL["seed"]) -> dict:
+def measure_dsprites(model, num_points: int | None = None, seed: int | None = None) -> dict:
     """A dSprites model's disentanglement on `num_points` fresh images (factors drawn by `seed`, the same images at every
     length): MIG with each factor's best latent and normalised gap, the FactorVAE score, the mean KL of each latent and
     the number of active latents (KL above `KL_ACTIVE`)."""
@@ -132,6 +139,7 @@ def measure_dsprites(model, num_points: int = EVAL["num_points"], seed: int = EV
     from disentbook.core import to_float_images
     from disentbook.eval.metrics import discretize, entropy, mutual_info
     from disentbook.eval.scores import factor_vae_score, make_represent
+    num_points, seed = num_points or EVAL["num_points"], EVAL["seed"] if seed is None else seed
     data, rng = _dsprites(), np.random.default_rng(seed)
     factors = data.sample_factors(num_points, rng)
     images = data.sample_observations_from_factors(factors, rng)
@@ -215,15 +223,17 @@ def train_to(name: str, steps: int, clock: Clock) -> bool:
         clock.wait_while_paused()
         if not clock.fits(): return False
         target = min(steps, (at // CHUNK + 1) * CHUNK)
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         train_job(method=method, dataset="dsprites", params=params, steps=target,
                   batch_size=None if at else s["batch_size"], lr=None if at else s["lr"], latent_dim=s["latent_dim"],
                   hidden=s["hidden"], out_dir=run, device="cpu", seed=s["seed"], evaluate=False, threads=s["threads"],
                   precision=None if at else s["precision"], ckpt_every=CHUNK, resume=at > 0, overwrite=at == 0)
-        dt = time.monotonic() - t0
+        dt, cpu = time.monotonic() - t0, time.process_time() - c0
         clock.took(dt * CHUNK / max(target - at, 1))
-        f = curve_dir(name) / "seconds.json"           # training seconds of the run so far (chunks, data building included)
-        f.write_text(json.dumps(dict(seconds=_train_seconds(curve_dir(name), 0.0) + dt, step=target)))
+        # training seconds of the run so far (chunks, data building included): wall (a paused campaign's wall time
+        # includes the pause) and CPU seconds of all threads (which a pause does not inflate)
+        f, prev = curve_dir(name) / "seconds.json", _seconds(curve_dir(name))
+        f.write_text(json.dumps(dict(seconds=prev["seconds"] + dt, cpu_seconds=prev.get("cpu_seconds", 0.0) + cpu, step=target)))
         _progress(name, target, time.monotonic() - t0, target - at)
     return True
 
@@ -232,10 +242,10 @@ def _progress(name, step, seconds, steps):
     print(f"{datetime.datetime.now():%H:%M:%S} {name}: step {step:,} ({steps / max(seconds, 1e-9):.1f} steps/s)", flush=True)
 
 
-def run_curve(name: str, clock: Clock, lengths=LENGTHS) -> bool:
+def run_curve(name: str, clock: Clock, lengths=None) -> bool:
     "Recipe `name`'s learning curve, measured at each of `lengths` (resuming what earlier calls did); False if cut short."
     from disentbook.train import load_model, read_checkpoint_config
-    rows, out = read_curve(name), curve_dir(name)
+    rows, out, lengths = read_curve(name), curve_dir(name), lengths or LENGTHS
     done = {r["steps"] for r in rows}
     for L in lengths:
         if L in done: continue
@@ -249,7 +259,8 @@ def run_curve(name: str, clock: Clock, lengths=LENGTHS) -> bool:
         shutil.rmtree(keep, ignore_errors=True); shutil.copytree(out / "run" / "checkpoint", keep / "checkpoint")
         run_info = json.loads((out / "run" / "run.json").read_text())
         row["precision"] = run_info.get("precision")
-        row["train_seconds"] = round(_train_seconds(out), 1)
+        sec = _seconds(out)
+        row["train_seconds"], row["train_cpu_seconds"] = round(sec["seconds"], 1), round(sec.get("cpu_seconds", float("nan")), 1)
         assert cfg["step"] == L
         with open(out / "curve.jsonl", "a") as f: f.write(json.dumps(row) + "\n")
         print(f"{name} at {L:,} steps: MIG {row['mig']:.3f}, FactorVAE {row['factor_vae']:.3f}, active {row['active']} "
@@ -258,10 +269,10 @@ def run_curve(name: str, clock: Clock, lengths=LENGTHS) -> bool:
     return True
 
 
-def _train_seconds(out: Path, default: float = float("nan")) -> float:
-    "Training seconds so far, from the chunk log the campaign keeps beside the run."
+def _seconds(out: Path) -> dict:
+    "Training wall and CPU seconds so far, from the chunk log the campaign keeps beside the run."
     f = out / "seconds.json"
-    return json.loads(f.read_text())["seconds"] if f.is_file() else default
+    return json.loads(f.read_text()) if f.is_file() else dict(seconds=0.0, cpu_seconds=0.0)
 
 
 def write_curve_files(name: str):
@@ -338,7 +349,8 @@ def stage_models(clock: Clock, names=DSPRITES) -> str:
         L, why = choose_length(rows)
         row = next(r for r in rows if r["steps"] == L)
         lengths[n] = dict(steps=L, why=why, mig=row["mig"], factor_vae=row["factor_vae"], active=row["active"],
-                          train_seconds=row["train_seconds"], precision=row["precision"])
+                          train_seconds=row["train_seconds"], train_cpu_seconds=row.get("train_cpu_seconds"),
+                          precision=row["precision"])
         LENGTHS_FILE.write_text(json.dumps(lengths, indent=1) + "\n")
     import importlib; importlib.reload(TP)                   # its settings read the lengths just written
     runs = RESULTS / "pretrained_runs"
@@ -360,7 +372,24 @@ def stage_models(clock: Clock, names=DSPRITES) -> str:
     return "ok"
 
 
-STAGE_FNS = {"dsprites-curves": stage_curves, "dsprites-models": stage_models}
+def stage_precision(clock: Clock) -> str:
+    "Every (method, seed, precision) run of benchmarks/bench_precision.py not done yet, while the budget lasts."
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_precision as BP
+    last = 150.0                                       # seconds of the last run (a first guess before any)
+    for m in BP.METHODS:
+        for seed in BP.SEEDS:
+            for prec in ("fp32", "bf16"):
+                if (BP.RUNS / m / prec / f"seed{seed}" / "result.json").is_file(): continue
+                clock.wait_while_paused()
+                # a run (1,500 steps, about two chunks) is not checkpointed mid-way: start it only if it fits
+                if not clock.fits(1.5 * last): BP.write(BP.compare(BP.collect())); return "partial"
+                t0 = time.monotonic(); BP.run(m, prec, seed); last = time.monotonic() - t0
+    rows = BP.compare(BP.collect()); BP.write(rows); print(BP.markdown(rows), flush=True)
+    return "ok"
+
+
+STAGE_FNS = {"dsprites-curves": stage_curves, "dsprites-models": stage_models, "precision-check": stage_precision}
 
 
 def run_stage(stage: str, clock: Clock) -> str:
@@ -390,9 +419,11 @@ def main(argv=None) -> int:
     p.add_argument("--budget", default="150m", help="wall budget of this call (e.g. 150m, 2h): no chunk is started that "
                    "would not end within it")
     a = p.parse_args(argv)
+    if threading.current_thread() is threading.main_thread():    # a job limit's kill: the ledger says 'partial'
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        if a.pause: RESULTS.mkdir(parents=True, exist_ok=True); PAUSE.touch(); print(f"pause asked ({PAUSE})"); return 0
-        if a.go_on: PAUSE.unlink(missing_ok=True); print("go on"); return 0
+        if a.pause: RESULTS.mkdir(parents=True, exist_ok=True); pause_file().touch(); print(f"pause asked ({pause_file()})"); return 0
+        if a.go_on: pause_file().unlink(missing_ok=True); print("go on"); return 0
         led = read_ledger()["stages"]
         if a.list:
             for s, what in STAGES.items():

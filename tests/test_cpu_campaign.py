@@ -1,0 +1,90 @@
+"""tools/campaign.py, the CPU campaign, at a tiny scale: a learning curve cut short by its budget goes on from its last
+checkpoint to the weights of one straight run, its rows land as CSV + PNG, the ledger says partial then ok, the pause
+file holds it, the length rule is the one written down, and bad inputs are one-line errors."""
+import importlib.util, json, sys, threading, time
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+spec = importlib.util.spec_from_file_location("campaign", ROOT / "tools" / "campaign.py")
+C = importlib.util.module_from_spec(spec); spec.loader.exec_module(C)
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    for k, v in dict(RESULTS=tmp_path / "results", LEDGER=tmp_path / "campaign.json", CURVES=tmp_path / "curves",
+                     FIGURES=tmp_path / "figures", CHUNK=5, LENGTHS=(10,), PAUSE_POLL=0.05,
+                     EVAL=dict(num_points=300, seed=1, fvae=dict(batch_size=8, num_train=20, num_eval=10,
+                                                                  num_variance_estimate=300))).items():
+        monkeypatch.setattr(C, k, v)
+    monkeypatch.setattr(C, "SETTINGS", dict(C.SETTINGS, batch_size=8, hidden=16, threads=1))
+    return tmp_path
+
+
+class Stingy(C.Clock):
+    "A budget that allows `n` chunks."
+    def __init__(self, n): super().__init__(1e9); self.n = n
+    def fits(self, seconds=None):
+        self.n -= 1
+        return self.n >= 0
+
+
+def test_choose_length_is_the_written_rule():
+    rows = [dict(steps=s, mig=m) for s, m in ((1000, .05), (2500, .18), (5000, .25), (7500, .26), (10_000, .255))]
+    L, why = C.choose_length(rows)
+    assert L == 5000 and "no longer run measured improves mig by 0.02" in why
+    L, why = C.choose_length(rows[:3])
+    assert L == 5000 and "still rising" in why
+    assert C.choose_length([dict(steps=7, mig=.1)])[0] == 7
+
+
+def test_a_curve_cut_short_resumes_to_a_straight_run(tiny):
+    from disentbook.cli import train_job
+    from disentbook.train import load_model
+    name = "beta_vae_b1"
+    assert C.run_curve(name, Stingy(1)) is False                     # one chunk (5 of 10 steps), then the budget is spent
+    assert C._at(C.curve_dir(name) / "run") == 5 and C.read_curve(name) == []
+    assert C.run_curve(name, Stingy(10)) is True                     # goes on from the checkpoint at 5
+    rows = C.read_curve(name)
+    assert [r["steps"] for r in rows] == [10] and all(0 <= r["mig"] <= 1 and "loss/loss" in r for r in rows)
+    assert C.run_curve(name, Stingy(0)) is True                      # done: nothing to train
+    assert (tiny / "curves" / f"{name}.csv").is_file() and (tiny / "curves" / f"{name}.png").is_file()
+    s = C.SETTINGS
+    train_job(method="beta_vae", dataset="dsprites", params=dict(beta=1.0), steps=10, batch_size=s["batch_size"],
+              lr=s["lr"], latent_dim=s["latent_dim"], hidden=s["hidden"], out_dir=tiny / "straight", device="cpu",
+              seed=s["seed"], evaluate=False, threads=1, precision=s["precision"])
+    a = load_model(C.curve_dir(name) / "step_10" / "checkpoint").state_dict()
+    b = load_model(tiny / "straight" / "checkpoint").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_ledger_partial_then_ok(tiny, monkeypatch):
+    monkeypatch.setattr(C, "DSPRITES", ("beta_vae_b1",))
+    monkeypatch.setitem(C.STAGE_FNS, "dsprites-curves", lambda clock: C.stage_curves(clock, C.DSPRITES))
+    assert C.run_stage("dsprites-curves", Stingy(1)) == "partial"
+    assert C.read_ledger(C.LEDGER)["stages"]["dsprites-curves"]["status"] == "partial"
+    assert C.run_stage("dsprites-curves", Stingy(10)) == "ok"
+    r = C.read_ledger(C.LEDGER)["stages"]["dsprites-curves"]
+    assert r["status"] == "ok" and r["cpu"] and r["torch"] == torch.__version__ and r["precision"] in ("bf16", "fp32")
+
+
+def test_pause_file_holds_the_campaign(tiny):
+    assert C.main(["--pause"]) == 0 and C.pause_file().exists()
+    threading.Timer(0.3, lambda: C.pause_file().unlink()).start()
+    t0 = time.monotonic(); C.Clock(60).wait_while_paused()
+    assert time.monotonic() - t0 >= 0.25 and not C.pause_file().exists()
+    C.main(["--pause"]); assert C.main(["--go-on"]) == 0 and not C.pause_file().exists()
+
+
+def test_list_and_bad_inputs(tiny, capsys):
+    assert C.main(["--list"]) == 0
+    assert [l.split()[0] for l in capsys.readouterr().out.splitlines()] == list(C.STAGES)
+    assert C.main(["--next", "--budget", "soon"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--budget 'soon'" in err
+    assert C.parse_budget("2h") == 7200 and C.parse_budget("150m") == 9000 and C.parse_budget("90") == 5400
+    C.LEDGER.write_text("{not json")
+    assert C.main(["--list"]) == 2 and "not readable JSON" in capsys.readouterr().err
