@@ -81,7 +81,9 @@ def test_pause_file_holds_the_campaign(tiny):
 
 def test_list_and_bad_inputs(tiny, capsys):
     assert C.main(["--list"]) == 0
-    assert [l.split()[0] for l in capsys.readouterr().out.splitlines()] == list(C.STAGES)
+    assert [l.split()[0] for l in capsys.readouterr().out.splitlines()] == [*C.STAGES, *C.GPU_STAGES]
+    if not torch.cuda.is_available():                                  # a GPU stage here: gpu_campaign's one-line refusal
+        assert C.main(["--stage", "gpu-dipvae"]) == 2 and "needs a CUDA GPU" in capsys.readouterr().err
     assert C.main(["--next", "--budget", "soon"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--budget 'soon'" in err

@@ -22,7 +22,10 @@ Stages:
   the loss terms): its learning curve.
 - `dsprites-models`: each recipe's length chosen from its curve by `choose_length` (a rule fixed before the curves were
   measured), the checkpoint at that length packaged as the shipped model (card with its curve, traversal figure).
-The GPU stages (tests, throughput table, `gpu` reproductions, GPU-trained models) are `tools/gpu_campaign.py`'s.
+- `precision-check`: benchmarks/bench_precision.py (bf16 against fp32 over seeds).
+- `gpu-tests`, `gpu-bench`, `gpu-<paper>`, `gpu-pretrained`: the GPU stages, run on a machine with a CUDA GPU by
+  `--next --gpu` (or `--stage gpu-bench`) through `tools/gpu_campaign.py`, whose archives travel back from a lent GPU
+  machine and whose ledger (`benchmarks/gpu_campaign.json`) records what landed. `--list` shows both kinds.
 """
 from __future__ import annotations
 import argparse, datetime, json, os, platform, re, shutil, signal, sys, threading, time
@@ -392,6 +395,28 @@ def stage_precision(clock: Clock) -> str:
 STAGE_FNS = {"dsprites-curves": stage_curves, "dsprites-models": stage_models, "precision-check": stage_precision}
 
 
+# ---------------------------------------------------------------- the GPU stages (tools/gpu_campaign.py)
+def _gpu():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gpu_campaign", ROOT / "tools" / "gpu_campaign.py")
+    G = importlib.util.module_from_spec(spec); spec.loader.exec_module(G)
+    return G
+
+
+GPU_STAGES = {f"gpu-{s}": s for s in ("tests", "bench", "vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance",
+                                      "pretrained")}
+
+
+def gpu_status(stage: str) -> str:
+    G = _gpu()
+    return "ok" if G.landed(G.LEDGER, GPU_STAGES[stage]) else "not landed"
+
+
+def run_gpu_stage(stage: str, extra: list[str]) -> int:
+    "One GPU stage through tools/gpu_campaign.py (which refuses, in one line, without a CUDA GPU)."
+    return _gpu().main(["--stage", GPU_STAGES[stage], *extra])
+
+
 def run_stage(stage: str, clock: Clock) -> str:
     if stage not in STAGE_FNS: raise CampaignError(f"stage {stage!r} is not runnable here yet")
     from disentbook.train import resolve_precision
@@ -413,9 +438,10 @@ def main(argv=None) -> int:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--list", action="store_true", help="the stages and their status")
     g.add_argument("--next", action="store_true", help="run the stages not done yet, in order, within --budget")
-    g.add_argument("--stage", choices=list(STAGES), help="run one stage (again, from where it stopped)")
+    g.add_argument("--stage", choices=[*STAGES, *GPU_STAGES], help="run one stage (again, from where it stopped)")
     g.add_argument("--pause", action="store_true", help="make a running campaign wait at its next chunk boundary")
     g.add_argument("--go-on", action="store_true", help="let a paused campaign go on")
+    p.add_argument("--gpu", action="store_true", help="with --next: the GPU stages not landed yet (needs a CUDA GPU)")
     p.add_argument("--budget", default="150m", help="wall budget of this call (e.g. 150m, 2h): no chunk is started that "
                    "would not end within it")
     a = p.parse_args(argv)
@@ -429,7 +455,14 @@ def main(argv=None) -> int:
             for s, what in STAGES.items():
                 r = led.get(s, {})
                 print(f"{s:18s} {r.get('status', 'not started'):12s} {what}")
+            for s, g in GPU_STAGES.items():
+                print(f"{s:18s} {gpu_status(s):12s} on a CUDA GPU: tools/gpu_campaign.py --stage {g} ({_gpu().WHAT[g]})")
             return 0
+        if a.stage in GPU_STAGES: return run_gpu_stage(a.stage, [])
+        if a.next and a.gpu:
+            for s in GPU_STAGES:
+                if gpu_status(s) != "ok": return run_gpu_stage(s, [])
+            print("every GPU stage has landed"); return 0
         clock = Clock(parse_budget(a.budget))
         todo = [a.stage] if a.stage else [s for s in STAGES if led.get(s, {}).get("status") != "ok"]
         for s in todo:

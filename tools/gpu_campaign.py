@@ -1,4 +1,4 @@
-"""One campaign for a short GPU slot (issue 22): stages of at most 9 minutes, one command each, each packing what it
+"""The GPU stages of the campaign (`tools/campaign.py` lists them with the CPU stages), for a short GPU slot: stages of at most 9 minutes, one command each, each packing what it
 returns into one archive of a small results folder, from which the next stage resumes.
 
     python3 tools/gpu_campaign.py --list                       # the stages, in order, with what each runs
@@ -43,7 +43,7 @@ ARCHIVE = {"tests": "checks", "bench": "checks", **{p: p for p in PAPERS}, "pret
 LIMIT_S = 9 * 60                       # one stage, one command
 LEDGER = ROOT / "benchmarks" / "gpu_campaign.json"     # stages landed in the checkout by earlier sessions (committed)
 MAX_FILES, MAX_FILE, MAX_TOTAL = 8, 16 * 2**20, 64 * 2**20
-# packages the GPU image lacks (its list: /work/.library/device/KINDS.md), as pip names
+# packages the GPU image lacks, as pip names
 WHEELS_REQUIRED = ("POT",)
 WHEELS_OPTIONAL = ("ipywidgets", "comm", "ipython", "ipython-pygments-lexers", "traitlets", "widgetsnbextension",
                    "jupyterlab-widgets", "decorator", "jedi", "parso", "matplotlib-inline", "pexpect", "ptyprocess",
@@ -51,10 +51,16 @@ WHEELS_OPTIONAL = ("ipywidgets", "comm", "ipython", "ipython-pygments-lexers", "
 WHEEL_DIR = ".whl"
 WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
                    "manylinux1_x86_64")
-# pretrained recipes at GPU lengths (steps, batch size); the CPU recipes: tools/train_pretrained.py RECIPES (800-3,200 steps)
+# pretrained recipes at GPU lengths (steps, batch size); the CPU recipes: tools/train_pretrained.py RECIPES
 PRETRAINED_GPU = {"beta_vae_b1": (8000, 64), "beta_vae_b4": (8000, 64), "dip_vae_i": (8000, 64), "dip_vae_ii": (8000, 64),
                   "factor_vae": (8000, 64), "tcwae_mws": (8000, 64), "contrastive_w2": (4000, 64), "srb_vae": (4000, 36),
                   "swap_invariance": (4000, 64)}
+# the dSprites recipes train as long as their learning curve asks (tools/campaign.py's dsprites-curves, measured on a
+# CPU at batch 64: benchmarks/curves/lengths.json), not the 8,000 steps above, once those curves are measured
+_LENGTHS = ROOT / "benchmarks" / "curves" / "lengths.json"
+if _LENGTHS.is_file():
+    for _n, _c in json.loads(_LENGTHS.read_text()).items():
+        if _n in PRETRAINED_GPU: PRETRAINED_GPU[_n] = (int(_c["steps"]), 64)
 WHAT = {"tests": "python -m pytest tests (only the tests that skip without CUDA)",
         "bench": "python benchmarks/bench_gpu.py (writes the measured throughput table)",
         **{p: f"disentbook reproduce {p} --scale gpu (smoke with --tiny), after --plan" for p in PAPERS},
