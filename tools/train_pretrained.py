@@ -234,8 +234,10 @@ def _note(name: str, trained: dict, gate: dict | None, control: dict | None = No
     c = curve_length(name)
     if c is not None:
         st = settings(name)
-        return (f"CPU-budget model, its length chosen by its learning curve: {steps:,} steps of batch {b} in {sec:.0f} s of "
-                f"training on a 2-core CPU ({st['threads']} torch threads, {c['precision']}; no GPU was available), far short "
+        cpu = c.get("train_cpu_seconds")
+        return (f"CPU-budget model, its length chosen by its learning curve: {steps:,} steps of batch {b} in "
+                + (f"{cpu:,.0f} CPU-seconds" if cpu == cpu and cpu else f"{sec:.0f} s") +
+                f" of training on a 2-core CPU ({st['threads']} torch threads, {c['precision']}; no GPU was available), far short "
                 "of the papers' 300,000 steps. Length: measured along one run at 1,000-20,000 steps (tools/campaign.py "
                 f"dsprites-curves; the card's `curve`), {c['why']}. On 10,000 fresh images at that length: MIG "
                 f"{c['mig']:.3f}, FactorVAE score {c['factor_vae']:.3f}, {c['active']} active latents (mean KL above "
