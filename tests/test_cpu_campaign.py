@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 spec = importlib.util.spec_from_file_location("campaign", ROOT / "tools" / "campaign.py")
 C = importlib.util.module_from_spec(spec); spec.loader.exec_module(C)
+sys.modules["campaign"] = C          # tools/paper_curves.py imports `campaign`: the same module, so monkeypatches reach it
 
 
 @pytest.fixture
@@ -90,3 +91,18 @@ def test_list_and_bad_inputs(tiny, capsys):
     assert C.parse_budget("2h") == 7200 and C.parse_budget("150m") == 9000 and C.parse_budget("90") == 5400
     C.LEDGER.write_text("{not json")
     assert C.main(["--list"]) == 2 and "not readable JSON" in capsys.readouterr().err
+
+
+def test_a_paper_curve_resumes_and_chooses_a_length(tiny):
+    "Invariance's Ours row at lengths 3 and 6 (chunks of 3): cut after one chunk, resumed, measured by the paper's evaluation."
+    import paper_curves as PC
+    assert PC.out_dir("invariance").is_relative_to(tiny)
+    C.CHUNK = 3                                                     # the fixture's monkeypatch restores it
+    assert PC.row_curve("invariance", "swap_invariance", Stingy(1), lengths=(3, 6)) is False
+    assert [r["steps"] for r in PC.read_rows("invariance", "swap_invariance")] == [3]
+    assert PC.row_curve("invariance", "swap_invariance", Stingy(5), lengths=(3, 6)) is True
+    rows = PC.read_rows("invariance", "swap_invariance")
+    assert [r["steps"] for r in rows] == [3, 6] and all(0 <= r["avg_acc"] <= 1 for r in rows)
+    assert (tiny / "curves" / "invariance" / "swap_invariance.csv").is_file() and (tiny / "curves" / "invariance.png").is_file()
+    L, why = PC.lengths("invariance")["swap_invariance"]
+    assert L in (3, 6) and "avg_acc" in why

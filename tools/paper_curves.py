@@ -1,0 +1,169 @@
+"""Learning curves of the papers' headline rows: one run per row (seed 0) at the reproduction's settings, trained in chunks
+with a checkpoint after each and measured with the paper's own evaluation at a list of lengths; the metric the headline
+claim compares decides how long the `cpu` scale trains (`campaign.choose_length`). Run by tools/campaign.py's
+`curves-<paper>` stages; results in `benchmarks/curves/<paper>/<row>.csv` and `<paper>.png`.
+
+    python3 tools/paper_curves.py dipvae --budget 60m       # the same as `tools/campaign.py --stage curves-dipvae`
+
+An evaluation runs between two chunks on the weights at that length, with the global random state saved before and
+restored after it, so the run's weights at each length are those of one straight run of that length.
+"""
+from __future__ import annotations
+import json, shutil, sys, time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "tools"))
+
+# paper: (table, slugs of its headline rows, the headline claim's metric, +1 higher is better / -1 lower, lengths, the
+# scale whose settings the runs take); the claims these rows decide are the reproduction's own (repro.<paper>)
+HEADLINE = {
+    "dipvae": ("Table 1", ("vae", "beta_vae_beta4", "dip_vae_i_lambda_d100_lambda_od10"), "zdiff", +1,
+               (1000, 2500, 5000, 10_000, 15_000, 20_000), "quick"),
+    "tcwae": ("Table 1a", ("wae_mmd_xent_lam200", "tcwae_mws_beta50_xent_gamma100", "tcwae_gan_beta100_xent_gamma5"), "mig", +1,
+              (1000, 2500, 5000, 10_000, 15_000, 20_000), "quick"),
+    "contrastive": ("Table 1 (L-MNIST)", ("cvae", "srb_vae", "ours_eq7", "ours_eq8"), "ca_s", +1,
+                    (500, 1000, 2500, 5000, 10_000), "quick"),
+    "refvae": ("Table 1 (MNIST)", ("rb_vae", "srb_vae", "dip_vae_i_lambda_od10"), "avg_mae", -1,
+               (1000, 2500, 5000, 10_000, 15_000), "quick"),
+    "invariance": ("Table 1", ("inv_cnn", "uai", "swap_invariance"), "avg_acc", +1, (500, 1500, 3000, 6000, 10_000), "quick"),
+}
+
+
+# the change of the headline metric that counts as still learning (choose_length's `flat`), in the metric's own units:
+# Z-diff and clustering accuracy in percent, MIG and accuracies as fractions, MAE in the style's units
+FLAT = dict(dipvae=2.0, tcwae=0.02, contrastive=2.0, refvae=0.005, invariance=0.02)
+
+
+def out_dir(paper: str) -> Path:
+    import campaign
+    return campaign.RESULTS / "paper_curves" / paper
+
+
+def _setup(paper_name: str, slug: str, steps: int):
+    "(trainer, data, run cfg, spec, paper) of one headline row at `steps`, resumed from its checkpoint when there is one."
+    import disentbook  # noqa: F401  (registers every paper)
+    import campaign
+    from disentbook.core import seed_everything
+    from disentbook.repro import harness as H
+    from disentbook.train import Trainer
+    table_name, _, _, _, _, scale = HEADLINE[paper_name]
+    paper = H.PAPERS[paper_name]
+    cfg = H.scale_config(paper, scale)
+    opts = {**H.HARNESS_OPTIONS, **paper.options, "scale": scale}
+    table = next(t for t in paper.tables if t.name == table_name)
+    spec = next(s for s in table.specs(cfg, opts) if s["slug"] == slug)
+    ds = table.dataset_name(opts)
+    rc = H.run_cfg(table.run_config(cfg), spec, ds)
+    rc = dict(rc, train=dict(rc["train"], steps=int(steps), ckpt_every=campaign.CHUNK))
+    data = H.load_data(paper, ds, rc, 0, opts)
+    seed_everything(0)
+    model = (paper.model or H.default_model)(spec, data, rc)
+    objective = H.build_objective(spec, data, model, rc)
+    sampler = H._sampler_fn(paper, data)("cpu")
+    run = out_dir(paper_name) / slug / "run"
+    trainer = Trainer(model, objective, sampler, H.train_config(rc, 0, "cpu", data, False, "auto"), out_dir=run)
+    if (run / "checkpoint" / "config.json").is_file(): trainer.load(run / "checkpoint")
+    return trainer, data, rc, spec, paper
+
+
+def read_rows(paper: str, slug: str) -> list[dict]:
+    f = out_dir(paper) / slug / "curve.jsonl"
+    return [json.loads(l) for l in f.read_text().splitlines() if l.strip()] if f.is_file() else []
+
+
+def row_curve(paper_name: str, slug: str, clock, lengths=None) -> bool:
+    "One headline row's curve, measured at each length (resuming what earlier calls did); False when cut by the budget."
+    import torch
+    import campaign
+    lengths = lengths or HEADLINE[paper_name][4]
+    rows = read_rows(paper_name, slug)
+    todo = [L for L in lengths if L not in {r["steps"] for r in rows}]
+    if not todo: return True
+    torch.set_num_threads(campaign.SETTINGS["threads"])
+    trainer, data, rc, spec, paper = _setup(paper_name, slug, max(lengths))
+    for L in todo:
+        while trainer.step < L:
+            clock.wait_while_paused()
+            if not clock.fits(): return False
+            n = min(L, (trainer.step // campaign.CHUNK + 1) * campaign.CHUNK) - trainer.step
+            t0, c0 = time.monotonic(), time.process_time()
+            trainer.fit(n); trainer.save()
+            dt = time.monotonic() - t0
+            clock.took(dt * campaign.CHUNK / n)
+            sec = _seconds(paper_name, slug)
+            (out_dir(paper_name) / slug / "seconds.json").write_text(json.dumps(dict(
+                seconds=sec["seconds"] + dt, cpu_seconds=sec["cpu_seconds"] + time.process_time() - c0, step=trainer.step)))
+            campaign._progress(f"{paper_name}/{slug}", trainer.step, dt, n)
+        rng = torch.get_rng_state()
+        t0 = time.monotonic()
+        try:
+            m = paper.evaluate(trainer.model.eval(), data, rc, 0, spec)
+        finally:
+            torch.set_rng_state(rng); trainer.model.train()
+        sec = _seconds(paper_name, slug)
+        row = dict(steps=L, **{k: float(v) for k, v in m.items() if isinstance(v, (int, float)) and np.isfinite(v)},
+                   precision=trainer.precision, train_seconds=round(sec["seconds"], 1),
+                   train_cpu_seconds=round(sec["cpu_seconds"], 1), seconds_eval=round(time.monotonic() - t0, 1))
+        with open(out_dir(paper_name) / slug / "curve.jsonl", "a") as f: f.write(json.dumps(row) + "\n")
+        print(f"{paper_name}/{slug} at {L:,} steps: {HEADLINE[paper_name][2]} {row.get(HEADLINE[paper_name][2], float('nan')):.4g}",
+              flush=True)
+        write_files(paper_name)
+    return True
+
+
+def _seconds(paper: str, slug: str) -> dict:
+    f = out_dir(paper) / slug / "seconds.json"
+    return json.loads(f.read_text()) if f.is_file() else dict(seconds=0.0, cpu_seconds=0.0)
+
+
+def write_files(paper_name: str):
+    "benchmarks/curves/<paper>/<row>.csv for each row measured, and <paper>.png: the headline metric along each run."
+    import pandas as pd
+    import campaign
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    _, slugs, key, sign, _, _ = HEADLINE[paper_name]
+    dest = campaign.CURVES / paper_name
+    dest.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for slug in slugs:
+        rows = read_rows(paper_name, slug)
+        if not rows: continue
+        df = pd.DataFrame(rows).sort_values("steps")
+        df.to_csv(dest / f"{slug}.csv", index=False, float_format="%.5g")
+        if key in df: ax.plot(df["steps"], df[key], "o-", label=slug)
+    ax.set_xlabel("training steps"); ax.set_ylabel(key + ("" if sign > 0 else " (lower is better)"))
+    ax.set_title(f"{paper_name}: {key} along one run per headline row (seed 0)", fontsize=9)
+    ax.legend(fontsize=7); ax.grid(alpha=.3); fig.tight_layout()
+    fig.savefig(campaign.CURVES / f"{paper_name}.png", dpi=90); plt.close(fig)
+
+
+def lengths(paper_name: str) -> dict:
+    "{slug: (steps, why)} chosen from the measured curves by `campaign.choose_length` on the headline metric."
+    import campaign
+    _, slugs, key, sign, _, _ = HEADLINE[paper_name]
+    out = {}
+    for slug in slugs:
+        rows = [dict(r, _score=sign * r[key]) for r in read_rows(paper_name, slug) if key in r]
+        if rows:
+            L, why = campaign.choose_length(rows, key="_score", flat=FLAT[paper_name])
+            out[slug] = (L, why.replace("_score", key if sign > 0 else f"-{key}"))
+    return out
+
+
+def stage(paper_name: str, clock) -> str:
+    for slug in HEADLINE[paper_name][1]:
+        if not row_curve(paper_name, slug, clock): return "partial"
+    return "ok"
+
+
+if __name__ == "__main__":
+    import argparse, campaign
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("paper", choices=list(HEADLINE)); p.add_argument("--budget", default="60m")
+    a = p.parse_args()
+    print(stage(a.paper, campaign.Clock(campaign.parse_budget(a.budget))))
