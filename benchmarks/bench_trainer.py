@@ -1,6 +1,7 @@
 """Training throughput of β-VAE (β = 4) on 64×64 dSprites, batch 64: disentbook's Trainer at its defaults (precision
 'auto': bf16 autocast and channels-last weights on a CPU with native bf16, bf16 on CUDA, fp32 elsewhere) and at fp32,
-against a bare fp32 PyTorch loop of the same model, objective and data, measured in one run (interleaved repeats).
+against a bare fp32 PyTorch loop of the same model, objective and data (and the same loop with the trainer's bf16 recipe:
+autocast, channels-last weights on a CPU), measured in one run (interleaved repeats).
 
     python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda]
 
@@ -24,16 +25,19 @@ def sync(dev):
     if dev.type == "cuda": torch.cuda.synchronize()
 
 
-def bare_loop(images, steps, batch, dev, seed=0):
-    "The reference: a plain fp32 loop (no autocast, default memory format)."
+def bare_loop(images, steps, batch, dev, seed=0, bf16=False):
+    "The reference: a plain fp32 loop (no autocast, default memory format); `bf16`: the same with the trainer's bf16 recipe."
     torch.manual_seed(seed)
-    model = VAE().to(dev); opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model = VAE().to(dev)
+    if bf16 and dev.type == "cpu": model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     g = make_generator(seed, dev)
     def step():
         i = torch.randint(len(images), (batch,), generator=g, device=dev)
         x = to_float_images(images[i])
-        out = model(x)
-        loss = model.nll(out["x_out"].float(), x).mean() + 4.0 * gaussian_kl(out["mu"].float(), out["logvar"].float()).sum(1).mean()
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
+            out = model(x)
+            loss = model.nll(out["x_out"].float(), x).mean() + 4.0 * gaussian_kl(out["mu"].float(), out["logvar"].float()).sum(1).mean()
         opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
     for _ in range(10): step()
     sync(dev); t = time.perf_counter()
@@ -61,9 +65,10 @@ def main():
     data = DSprites().subset(posX=range(0, 32, a.subset), posY=range(0, 32, a.subset)).to(dev)
     print(f"device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, trainer default precision {auto} "
           f"({why}), {len(data):,} images materialised, batch {a.batch}, {a.steps} timed steps x {a.repeats} repeats")
-    rows = {"bare fp32": [], "trainer fp32": [], f"trainer auto ({auto})": []}
+    rows = {"bare fp32": [], "bare bf16": [], "trainer fp32": [], f"trainer auto ({auto})": []}
     for r in range(a.repeats):  # interleave so every loop sees the same machine state
         rows["bare fp32"].append(bare_loop(data.images, a.steps, a.batch, dev, seed=r))
+        rows["bare bf16"].append(bare_loop(data.images, a.steps, a.batch, dev, seed=r, bf16=True))
         rows["trainer fp32"].append(trainer_loop(data, a.steps, a.batch, dev, "fp32", seed=r))
         rows[f"trainer auto ({auto})"].append(trainer_loop(data, a.steps, a.batch, dev, "auto", seed=r))
         print(f"  repeat {r}: " + "   ".join(f"{k} {v[-1]:8.1f} img/s" for k, v in rows.items()), flush=True)
