@@ -274,6 +274,16 @@ class Ensemble:
         self.precision, self.rng, self.on_nan, self.warmup = precision, rng, on_nan, max(int(warmup), 1)
         self.strict, self.capture_error, self._saved_at = bool(strict), None, None
         self._check_members()
+        # the precision the vmapped step computes in: bf16 autocast on CUDA (as `_autocast`), fp32 elsewhere; members whose
+        # own Trainer would train in bf16 (a CPU with native bf16) train in fp32 here: a slower path, said aloud
+        bf16 = self.device.type == "cuda" and (precision == "bf16" or (precision is None and self.config.amp))
+        self.precision_used = "bf16" if bf16 else "fp32"
+        self.precision_fallback = None
+        if not bf16 and precision != "fp32" and any(getattr(t, "precision", "fp32") == "bf16" for t in trainers):
+            self.precision_fallback = (f"bf16 -> fp32: the engine's vmapped ensemble autocasts on CUDA only, so on "
+                                       f"{self.device.type} its {self.K} members train in fp32 (each one's Trainer would "
+                                       "train in bf16)")
+            warnings.warn(self.precision_fallback, stacklevel=2)
         self.pairs = [_Pair(t.model, t.objective) for t in self.trainers]
         self._named = [dict(p.named_parameters()) for p in self.pairs]
         self.aux_names = list(t0.aux_optimizers)
@@ -655,7 +665,8 @@ def _ensemble_summaries(self) -> list[dict]:
                         out_dir=t.out_dir, status="ok" if self.alive[k] else "failed", error=self.errors[k],
                         steps=self.step if self.alive[k] else self.errors[k]["step"], history=h,
                         final=h.iloc[-1].drop("step").to_dict() if len(h) else {}, checkpoint=ckpt,
-                        mode=self.mode, why=self.reason, members=self.K, trainer=t))
+                        mode=self.mode, why=self.reason, members=self.K, trainer=t, precision=self.precision_used,
+                        precision_fallback=self.precision_fallback))
     return out
 
 Ensemble.sync = _ensemble_sync
@@ -728,7 +739,8 @@ def fit_single(member: dict, model_config: dict, data, config: TrainConfig | dic
     ckpt = t.out_dir / "checkpoint" if t.out_dir is not None and (t.out_dir / "checkpoint").exists() else None
     return dict(member=0, objective=t.objective.name, params=m["params"], seed=t.config.seed, out_dir=t.out_dir, status="ok",
                 error=None, steps=t.step, history=h, final=h.iloc[-1].drop("step").to_dict() if len(h) else {},
-                checkpoint=ckpt, mode=cs.mode, why=cs.reason, members=1, trainer=t, name=m["name"])
+                checkpoint=ckpt, mode=cs.mode, why=cs.reason, members=1, trainer=t, name=m["name"],
+                precision=cs.precision_used)
 
 _NOT_KEYED = ("hparams", "aux_optim", "training", "name")
 
@@ -809,6 +821,12 @@ class CapturedStep:
     def _autocast(self):
         return _autocast(self.precision, self.device, self.config.amp) if self.precision is not None or self.mode != "eager" \
             else self._own_autocast()
+    @property
+    def precision_used(self) -> str:
+        "What the step computes in: the Trainer's own precision when eager, else bf16 autocast on CUDA ('bf16' or amp)."
+        if self.mode == "eager" and self.precision is None: return self.trainer.precision
+        amp = self.precision == "bf16" or (self.precision is None and self.config.amp)
+        return "bf16" if self.device.type == "cuda" and amp else "fp32"
     def _body(self, step, batch: dict) -> torch.Tensor:
         "`Trainer.train_step` without the sampling: main update, aux updates, the row of logged terms."
         t = self.trainer

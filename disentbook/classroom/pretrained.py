@@ -16,7 +16,7 @@ from ..core import (CorruptFileError, DataNotFoundError, InputError, make_genera
 # %% auto #0
 __all__ = ['PRETRAINED_DIR', 'INVARIANCE_BAR', 'EVALUATIONS', 'GATE_ALPHA', 'GATES', 'available_pretrained', 'pretrained_card',
            'card_blocks', 'pretrained', 'evaluation_data', 'measure', 'check_gate', 'untrained_control',
-           'sample_images', 'pretrained_table']
+           'sample_images', 'pretrained_table', 'pretrained_curve']
 
 # %% ../../nbs/07a_pretrained.ipynb #7fe54744
 PRETRAINED_DIR = package_dir() / "assets" / "pretrained"
@@ -329,8 +329,21 @@ def pretrained_table(root=None):
     for n in available_pretrained(root):
         c = pretrained_card(n, root)
         row = dict(name=n, method=c.get("method"), params=json.dumps(c.get("params", {})), dataset=c.get("dataset"),
-                   steps=c["train"]["steps"], seconds=c["train"]["seconds"], MB=round(c["bytes"] / 1e6, 2))
+                   steps=c["train"]["steps"], seconds=c["train"]["seconds"], precision=c["train"].get("precision", "fp32"),
+                   MB=round(c["bytes"] / 1e6, 2))
+        at = [r for r in c.get("curve", []) if r["steps"] == c["train"]["steps"]]
+        if at: row["MIG (10k fresh)"] = round(at[0]["mig"], 3)     # the learning curve's value at the shipped length
         row.update({label: round(c["metrics"][k], 3) for k, label in keys.items() if k in c.get("metrics", {})})
         if "gate" in c: row["gate"] = "passed" if c["gate"]["passed"] else "FAILED"      # the three gated models (issue 23)
         rows.append(row)
     return pd.DataFrame(rows)
+
+# %% ../../nbs/07a_pretrained.ipynb #5c1e2a77
+def pretrained_curve(name: str, root=None):
+    """The learning curve on the card of pretrained model `name`, as a DataFrame (one row per measured length: steps, MIG
+    and FactorVAE score on 10,000 fresh images, each factor's normalised gap, active latents, loss terms), or None for a
+    model whose length was not chosen from a curve."""
+    import pandas as pd
+    c = pretrained_card(name, root)
+    return pd.DataFrame(c["curve"]).sort_values("steps").reset_index(drop=True) if c.get("curve") else None
+

@@ -557,18 +557,17 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
     return groups
 
 def _engine_mode(r: dict, group_why: str) -> dict:
-    """The `mode` record of a run from its engine summary and its group's predicted why, with the precision it trained in:
-    the trainer's, except a CPU ensemble's (the engine's vmapped step autocasts on CUDA only: fp32, with a warning)."""
+    """The `mode` record of a run from its engine summary and its group's predicted why, with the precision the engine
+    trained it in (a CPU ensemble: fp32 where its Trainer would use bf16; the engine warns and `fallback` says so)."""
     k = int(r.get("members", 1))
     name = ("captured_ensemble" if k > 1 else "captured_single") if r["mode"] == "captured" else "eager"
     rw = r.get("why")
     why = group_why if rw and group_why and rw.split(",")[0] in group_why else "; ".join(w for w in (rw, group_why) if w)
     t = r.get("trainer")
-    prec, reason = (getattr(t, "precision", None), getattr(t, "precision_reason", None)) if t is not None else (None, None)
-    if prec == "bf16" and k > 1 and t.device.type != "cuda":
-        prec, reason = "fp32", "a CPU ensemble: the engine autocasts on CUDA only (bf16 -> fp32)"
-        warnings.warn(f"run {r.get('name')}: {reason}", stacklevel=2)
-    return dict(mode=name, members=k, why=why, precision=prec, precision_reason=reason)
+    prec = r.get("precision") or getattr(t, "precision", None)
+    reason = r.get("precision_fallback") or (getattr(t, "precision_reason", None) if prec == getattr(t, "precision", None) else None)
+    return dict(mode=name, members=k, why=why, precision=prec, precision_reason=reason,
+                **({"fallback": r["precision_fallback"]} if r.get("precision_fallback") else {}))
 
 def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[dict]:
     """Train `jobs` with the engine, group by group (`group_jobs`): a vmappable group as one ensemble (captured on CUDA),
@@ -944,7 +943,7 @@ def _modes(ctx) -> list[str]:
                 if not isinstance(m, dict): continue
                 key = (str(m.get("mode")) + (f", {m['precision']}" if m.get("precision") else ""), str(m.get("members", "")))
                 counts[key] = counts.get(key, 0) + 1
-                if m.get("why"): why.setdefault(key, str(m["why"]))
+                if m.get("why"): why.setdefault(key, str(m["why"]) + (f"; {m['fallback']}" if m.get("fallback") else ""))
     return [f"{n} run(s) {mode}" + (f" ({mem} members)" if mem not in ("", "None", "1") else "") + (f": {why[(mode, mem)]}" if (mode, mem) in why else "")
             for (mode, mem), n in counts.items()]
 
