@@ -292,14 +292,15 @@ def test_group_jobs_predicts_groups_and_modes(paper, tmp_path):
 
 def test_paper_samplers_train_on_the_engine_with_their_mode_in_eval_json(paper, tmp_path, monkeypatch):
     p, fn = paper
-    a = fn("quick", out_dir=tmp_path / "one", device="cpu", runner="local")["results"]["T"]
+    # fp32 for both runners: on a CPU the engine's vmapped ensembles train in fp32, the Trainer would take bf16
+    a = fn("quick", out_dir=tmp_path / "one", device="cpu", runner="local", precision="fp32")["results"]["T"]
     def no_single_runs(job): raise AssertionError("the ensemble runner fell back to train_run")
     monkeypatch.setattr(H, "train_run", no_single_runs)
-    b = fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble")["results"]["T"]
+    b = fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble", precision="fp32")["results"]["T"]
     for row in ("G", "D", "L0", "L200", "H"):
         for ra, rb in zip(a[row], b[row]):
             assert abs(ra["w"] - rb["w"]) < 1e-3 * max(1.0, abs(ra["w"])), (row, ra["w"], rb["w"])
-            assert ra["mode"]["mode"] == "eager" and ra["mode"]["members"] == 1
+            assert ra["mode"]["mode"] == "eager" and ra["mode"]["members"] == 1 and ra["mode"]["precision"] == "fp32"
     ev = lambda slug: json.loads((tmp_path / "ens" / "runs" / "small" / slug / "seed1" / "eval.json").read_text())
     g, d = ev("ada_gvae"), ev("t_drop")
     assert g["mode"]["mode"] == "eager" and g["mode"]["members"] == 2 and "CUDA graphs need a CUDA device" in g["mode"]["why"]
@@ -367,7 +368,9 @@ def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume
         alone = engine.build_run(m, model, sampler("cpu"), c, data=small).fit()
         assert r["trainer"].sampler.step == alone.sampler.step == 6          # its own sampler: 6 draws
         cols = [k for k in alone.history if k != "n_shared"]                 # a count: float noise may flip one pair
-        torch.testing.assert_close(torch.tensor(r["history"][cols].values), torch.tensor(alone.history[cols].values), rtol=1e-4, atol=1e-4)
+        # the vmapped and the separate step sum in different orders: the KL (about 0.1) differs by up to 1.6e-4 (measured,
+        # torch 2.15), the losses by 3e-4 on 6,400
+        torch.testing.assert_close(torch.tensor(r["history"][cols].values), torch.tensor(alone.history[cols].values), rtol=1e-4, atol=1e-3)
     # resumed at step 3 (a fresh sampler, step 0): the next draw is step 3's
     m = {**members[0], "out_dir": tmp_path / "r"}
     engine.build_run(m, model, sampler("cpu"), cfg(steps=3, log_every=3), data=small).fit()
