@@ -873,6 +873,7 @@ class CapturedStep:
         bar = tqdm(total=max(end, c.steps), initial=t.step, disable=not c.progress, unit="step", dynamic_ncols=True,
                    desc=f"{t.objective.name} ({self.mode})")
         old, t._autocast = t._autocast, self._autocast
+        t._memory_format(torch.channels_last)             # as Trainer.fit: channels-last while a CPU bf16 trainer trains
         try:
             while t.step < end:
                 self.train_step()
@@ -882,7 +883,7 @@ class CapturedStep:
             if t._rows: t._pending()
             if t.out_dir is not None and t._saved_step != t.step: self.save()
         finally:
-            bar.close(); t._autocast = old
+            bar.close(); t._autocast = old; t._memory_format(torch.contiguous_format)
         return self
 
     def history(self, k: int = 0):

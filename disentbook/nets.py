@@ -162,4 +162,4 @@ class MLPDiscriminator(nn.Module):
         for _ in range(depth): layers += [nn.Linear(d, hidden), acts[act]()]; d = hidden
         if dropout > 0: layers.append(nn.Dropout(dropout))           # on the last layer's inputs
         self.net = nn.Sequential(*layers, nn.Linear(d, out_dim))
-    def forward(self, z): return self.net(z)
+    def forward(self, z): return self.net(z).float()    # logits in fp32 under bf16 autocast: log-softmax / BCE follow

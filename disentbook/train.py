@@ -186,8 +186,6 @@ class Trainer:
         # bf16 autocast where the hardware has it ('auto'); on a CPU the conv weights channels-last, oneDNN's fast layout
         self.precision, self.precision_reason = resolve_precision(c.precision, self.device, c.amp)
         self.channels_last = self.precision == "bf16" and self.device.type == "cpu"
-        if self.channels_last:
-            model.to(memory_format=torch.channels_last); objective.to(memory_format=torch.channels_last)
         self.out_dir = None if out_dir is None else Path(out_dir)
         core.seed_everything(c.seed + 1)                      # reparameterisation noise, permutations, dropout
         self.generator = core.make_generator(c.seed, sdev)    # the data stream
@@ -310,6 +308,7 @@ class Trainer:
         end = c.steps if steps is None else self.step + steps
         every, ckpt, last = c.log_every, (c.ckpt_every if self.out_dir is not None else 0), c.steps
         self.model.train(); self.objective.train()
+        self._memory_format(torch.channels_last)
         bar = tqdm(total=max(end, last), initial=self.step, disable=not c.progress, unit="step",
                    desc=self.objective.name, dynamic_ncols=True)
         try:
@@ -323,7 +322,13 @@ class Trainer:
             if self.out_dir is not None and self._saved_step != self.step: self.save()
         finally:
             bar.close()
+            self._memory_format(torch.contiguous_format)
         return self
+
+    def _memory_format(self, fmt):
+        """Channels-last conv weights while `fit` trains in bf16 on a CPU (oneDNN's fast layout); the default layout
+        outside it, so that a trained model evaluates exactly as the same weights loaded from its checkpoint."""
+        if self.channels_last: self.model.to(memory_format=fmt); self.objective.to(memory_format=fmt)
 
     @property
     def history(self) -> pd.DataFrame:

@@ -116,7 +116,7 @@ def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
     fn, calls = toy
     import inspect
     assert list(inspect.signature(fn).parameters) == ["scale", "out_dir", "device", "seed", "overwrite", "resume", "runner",
-                                                      "ray_address", "allow_eager", "extra"]
+                                                      "ray_address", "allow_eager", "precision", "extra"]
     r = fn("quick", out_dir=tmp_path, device="cpu", seed=3)
     assert r["seeds"] == [3, 4] and len(calls) == 4 and r["claims"][0]["verdict"] == H.HOLDS
     assert r["skipped"] == {"S": "not asked"}
@@ -193,12 +193,13 @@ def test_runner_errors(monkeypatch):
 
 
 def test_ensemble_runner_equals_runs_one_by_one(toy, tmp_path, monkeypatch):
-    "The gpu scale's runner (engine ensembles; eager on the CPU) gives the runs' results within float tolerance."
+    """The gpu scale's runner (engine ensembles; eager on the CPU) gives the runs' results within float tolerance (both in
+    fp32: on a CPU the engine's vmapped ensembles train in fp32 where the Trainer would take bf16)."""
     fn, calls = toy
-    a = fn("quick", out_dir=tmp_path / "one", device="cpu", runner="local")["results"]["T"]
+    a = fn("quick", out_dir=tmp_path / "one", device="cpu", runner="local", precision="fp32")["results"]["T"]
     def no_single_runs(job): raise AssertionError("the ensemble runner fell back to single runs")
     monkeypatch.setattr(H, "train_run", no_single_runs)
-    b = fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble")["results"]["T"]
+    b = fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble", precision="fp32")["results"]["T"]
     for row in ("VAE", "b4"):
         assert [r["score"] for r in a[row]] == [r["score"] for r in b[row]]
         for ra, rb in zip(a[row], b[row]):
@@ -208,5 +209,5 @@ def test_ensemble_runner_equals_runs_one_by_one(toy, tmp_path, monkeypatch):
     for f in ("settings.json", "eval.json", "losses.png", "train/checkpoint/config.json"):
         assert (run / f).exists(), f
     n = len(calls)
-    fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble", resume=True)   # cached: nothing trains
+    fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble", resume=True, precision="fp32")   # cached: nothing trains
     assert len(calls) == n
