@@ -41,7 +41,7 @@ METHODS = {
 def run(method: str, precision: str, seed: int, steps: int = STEPS) -> dict:
     "Train one (method, precision, seed) run unless done; returns its result (final losses, metrics, seconds)."
     from train_pretrained import RECIPES, settings
-    from campaign import SETTINGS, measure_dsprites
+    from dsprites_curves import SETTINGS, measure_dsprites
     out = RUNS / method / precision / f"seed{seed}"
     done = out / "result.json"
     if done.is_file(): return json.loads(done.read_text())

@@ -11,17 +11,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 spec = importlib.util.spec_from_file_location("campaign", ROOT / "tools" / "campaign.py")
 C = importlib.util.module_from_spec(spec); spec.loader.exec_module(C)
-sys.modules["campaign"] = C          # tools/paper_curves.py imports `campaign`: the same module, so monkeypatches reach it
+sys.modules["campaign"] = C          # tools/dsprites_curves.py and paper_curves.py import `campaign`: the same module, so
+import dsprites_curves as D          # monkeypatches of its folders reach them
 
 
 @pytest.fixture
 def tiny(tmp_path, monkeypatch):
     for k, v in dict(RESULTS=tmp_path / "results", LEDGER=tmp_path / "campaign.json", CURVES=tmp_path / "curves",
-                     FIGURES=tmp_path / "figures", CHUNK=5, LENGTHS=(10,), PAUSE_POLL=0.05,
-                     EVAL=dict(num_points=300, seed=1, fvae=dict(batch_size=8, num_train=20, num_eval=10,
-                                                                  num_variance_estimate=300))).items():
+                     FIGURES=tmp_path / "figures", CHUNK=5, PAUSE_POLL=0.05, THREADS=1).items():
         monkeypatch.setattr(C, k, v)
-    monkeypatch.setattr(C, "SETTINGS", dict(C.SETTINGS, batch_size=8, hidden=16, threads=1))
+    monkeypatch.setattr(D, "LENGTHS", (10,))
+    monkeypatch.setattr(D, "EVAL", dict(num_points=300, seed=1, fvae=dict(batch_size=8, num_train=20, num_eval=10,
+                                                                          num_variance_estimate=300)))
+    monkeypatch.setattr(D, "SETTINGS", dict(D.SETTINGS, batch_size=8, hidden=16, threads=1))
     return tmp_path
 
 
@@ -46,25 +48,24 @@ def test_a_curve_cut_short_resumes_to_a_straight_run(tiny):
     from disentbook.cli import train_job
     from disentbook.train import load_model
     name = "beta_vae_b1"
-    assert C.run_curve(name, Stingy(1)) is False                     # one chunk (5 of 10 steps), then the budget is spent
-    assert C._at(C.curve_dir(name) / "run") == 5 and C.read_curve(name) == []
-    assert C.run_curve(name, Stingy(10)) is True                     # goes on from the checkpoint at 5
-    rows = C.read_curve(name)
+    assert D.run_curve(name, Stingy(1)) is False                     # one chunk (5 of 10 steps), then the budget is spent
+    assert D._at(D.curve_dir(name) / "run") == 5 and D.read_curve(name) == []
+    assert D.run_curve(name, Stingy(10)) is True                     # goes on from the checkpoint at 5
+    rows = D.read_curve(name)
     assert [r["steps"] for r in rows] == [10] and all(0 <= r["mig"] <= 1 and "loss/loss" in r for r in rows)
-    assert C.run_curve(name, Stingy(0)) is True                      # done: nothing to train
+    assert D.run_curve(name, Stingy(0)) is True                      # done: nothing to train
     assert (tiny / "curves" / f"{name}.csv").is_file() and (tiny / "curves" / f"{name}.png").is_file()
-    s = C.SETTINGS
+    s = D.SETTINGS
     train_job(method="beta_vae", dataset="dsprites", params=dict(beta=1.0), steps=10, batch_size=s["batch_size"],
               lr=s["lr"], latent_dim=s["latent_dim"], hidden=s["hidden"], out_dir=tiny / "straight", device="cpu",
               seed=s["seed"], evaluate=False, threads=1, precision=s["precision"])
-    a = load_model(C.curve_dir(name) / "step_10" / "checkpoint").state_dict()
+    a = load_model(D.curve_dir(name) / "step_10" / "checkpoint").state_dict()
     b = load_model(tiny / "straight" / "checkpoint").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_ledger_partial_then_ok(tiny, monkeypatch):
-    monkeypatch.setattr(C, "DSPRITES", ("beta_vae_b1",))
-    monkeypatch.setitem(C.STAGE_FNS, "dsprites-curves", lambda clock: C.stage_curves(clock, C.DSPRITES))
+    monkeypatch.setitem(C.STAGE_FNS, "dsprites-curves", lambda clock: D.stage_curves(clock, ("beta_vae_b1",)))
     assert C.run_stage("dsprites-curves", Stingy(1)) == "partial"
     assert C.read_ledger(C.LEDGER)["stages"]["dsprites-curves"]["status"] == "partial"
     assert C.run_stage("dsprites-curves", Stingy(10)) == "ok"
@@ -106,3 +107,23 @@ def test_a_paper_curve_resumes_and_chooses_a_length(tiny):
     assert (tiny / "curves" / "invariance" / "swap_invariance.csv").is_file() and (tiny / "curves" / "invariance.png").is_file()
     L, why = PC.lengths("invariance")["swap_invariance"]
     assert L in (3, 6) and "avg_acc" in why
+
+
+def test_the_models_stage_packages_the_chosen_length(tiny, monkeypatch):
+    "A measured curve -> lengths.json -> fp16 weights and a card carrying its curve, the rule's reason and the figures."
+    import train_pretrained as TP
+    from disentbook.classroom.pretrained import pretrained, pretrained_card
+    monkeypatch.setattr(TP, "DEFAULT_DEST", tiny / "dest")
+    assert D.stage_models(Stingy(50), names=("beta_vae_b1",)) == "partial"          # no curve yet: nothing packaged
+    assert D.run_curve("beta_vae_b1", Stingy(10)) is True
+    assert D.stage_models(Stingy(50), names=("beta_vae_b1",)) == "ok"
+    lengths = json.loads(D.lengths_file().read_text())
+    assert lengths["beta_vae_b1"]["steps"] == 10 and lengths["beta_vae_b1"]["precision"] in ("bf16", "fp32")
+    card = pretrained_card("beta_vae_b1", root=tiny / "dest")
+    assert card["train"]["steps"] == 10 and [r["steps"] for r in card["curve"]] == [10]
+    assert card["length"] == lengths["beta_vae_b1"]["why"] and "--steps 10 " in card["command"]
+    assert f"--precision {lengths['beta_vae_b1']['precision']}" in card["command"] and "learning curve" in card["note"]
+    assert card["train"]["precision"] == lengths["beta_vae_b1"]["precision"]
+    assert not pretrained("beta_vae_b1", root=tiny / "dest").training
+    for f in ("beta_vae_b1_curve.png", "beta_vae_b1_traversals.png", "README.md"): assert (tiny / "figures" / f).is_file(), f
+    assert "`beta_vae_b1` | 10 |" in (tiny / "figures" / "README.md").read_text()

@@ -9,7 +9,7 @@ An evaluation runs between two chunks on the weights at that length, with the gl
 restored after it, so the run's weights at each length are those of one straight run of that length.
 """
 from __future__ import annotations
-import json, shutil, sys, time
+import json, sys, time
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +82,7 @@ def row_curve(paper_name: str, slug: str, clock, lengths=None) -> bool:
     rows = read_rows(paper_name, slug)
     todo = [L for L in lengths if L not in {r["steps"] for r in rows}]
     if not todo: return True
-    torch.set_num_threads(campaign.SETTINGS["threads"])
+    torch.set_num_threads(campaign.THREADS)
     trainer, data, rc, spec, paper = _setup(paper_name, slug, max(lengths))
     for L in todo:
         while trainer.step < L:

@@ -95,13 +95,11 @@ DEFAULT_DEST = ROOT / "disentbook" / "assets" / "pretrained"
 # the dSprites recipes train at the campaign's settings (tools/campaign.py SETTINGS: batch 64, lr 5e-4, bf16 where native,
 # two threads) for the length their learning curve chose (benchmarks/curves/lengths.json, written by the campaign's
 # dsprites-models stage from benchmarks/curves/NAME.csv)
-CURVE_LENGTHS = ROOT / "benchmarks" / "curves" / "lengths.json"
-
-
 def curve_length(name: str) -> dict | None:
     "The length (and why) the campaign chose for dSprites recipe `name` from its learning curve; None before."
-    if RECIPES[name][1] != "dsprites" or not CURVE_LENGTHS.is_file(): return None
-    return json.loads(CURVE_LENGTHS.read_text()).get(name)
+    from dsprites_curves import lengths_file
+    if RECIPES[name][1] != "dsprites" or not lengths_file().is_file(): return None
+    return json.loads(lengths_file().read_text()).get(name)
 # the size arguments `disentbook train` reads for each kind of model
 SIZE_FLAGS = dict(vae=("latent_dim",), contrastive_vae=("z_dim", "s_dim"), ref_vae=("z_dim", "s_dim"))
 
@@ -111,7 +109,7 @@ def settings(name: str) -> dict:
     a dSprites recipe with a measured curve: the campaign's settings at the length its curve chose)."""
     c = curve_length(name)
     if c is None: return dict(DEFAULTS, **RECIPES[name][4])
-    from campaign import SETTINGS
+    from dsprites_curves import SETTINGS
     return dict(DEFAULTS, **{k: SETTINGS[k] for k in ("batch_size", "lr", "hidden", "latent_dim", "threads")},
                 steps=int(c["steps"]), precision=c["precision"])
 
@@ -300,7 +298,7 @@ def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
                 command=command(name), recipe=f"python3 tools/train_pretrained.py {name}",
                 note=_note(name, trained, None), evaluation=P.EVALUATIONS[dataset])
     if curve_length(name) is not None:                 # the learning curve the length was chosen from, and the figures
-        from campaign import read_curve
+        from dsprites_curves import read_curve
         keep = ("steps", "mig", "factor_vae", "active", "gap/scale", "gap/posX", "gap/posY", "gap/shape", "gap/orientation")
         card["curve"] = [{k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()
                           if k in keep or k.startswith("loss/")} for r in read_curve(name)]
