@@ -5,7 +5,7 @@ per-latent KL for every dSprites model, DCI for one, clustering for the contrast
 sRb-VAE, the two-step classifier's accuracies of the invariance model); the three models of the papers' own data pass
 their "did it learn" gate (issue 23), recorded on the card and recomputed from the weights; damaged or missing files give
 clear errors."""
-import json, shlex, shutil
+import json, shlex, shutil, sys
 from pathlib import Path
 
 import numpy as np
@@ -17,15 +17,16 @@ from disentbook.classroom.pretrained import (GATES, PRETRAINED_DIR, available_pr
                                              pretrained_card, sample_images)
 from disentbook.core import CorruptFileError, DataNotFoundError, sha256_file
 
-EXPECTED = ["beta_vae_b1", "beta_vae_b4", "contrastive_w2", "dip_vae_i", "dip_vae_ii", "factor_vae", "srb_vae",
+EXPECTED = ["beta_tcvae", "beta_vae_b1", "beta_vae_b4", "contrastive_w2", "dip_vae_i", "dip_vae_ii", "factor_vae", "srb_vae",
             "swap_invariance", "tcwae_mws"]
-DSPRITES = ["beta_vae_b1", "beta_vae_b4", "dip_vae_i", "dip_vae_ii", "factor_vae", "tcwae_mws"]
+DSPRITES = ["beta_tcvae", "beta_vae_b1", "beta_vae_b4", "dip_vae_i", "dip_vae_ii", "factor_vae", "tcwae_mws"]
 GATED = ["contrastive_w2", "srb_vae", "swap_invariance"]          # a gate per model of the papers' own data (issue 23)
 # shipped models that do not pass their gate, and why (measured; their cards say FAILED): a model listed here that starts to
 # pass, or one not listed that fails, fails the tests below
 GATE_FAILED = {"swap_invariance": "no length measured (900-6,000 steps, the paper's weight or the former recipe) reaches "
                                   "the bar of 0.6 average accuracy on unseen background colours (best 0.582): the unseen "
                                   "yellow background scores 0.23-0.32 at every length, cyan 0.95-0.98 (measured)"}
+ROOT = Path(__file__).resolve().parents[1]
 ATOL = 0.02          # thread counts and BLAS kernels may flip a vote or a tree split; the metrics are otherwise exact
 
 
@@ -33,7 +34,7 @@ def test_available_and_small():
     assert set(EXPECTED) <= set(available_pretrained())
     assert all(pretrained_card(n)["dataset"] == "dsprites" for n in DSPRITES)
     total = sum(f.stat().st_size for f in PRETRAINED_DIR.iterdir() if f.suffix in (".pt", ".json"))
-    assert total <= 10e6, f"{total / 1e6:.2f} MB"
+    assert total <= 12e6, f"{total / 1e6:.2f} MB"          # seven dSprites models of 1 MB, three digit models
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -42,7 +43,7 @@ def test_card_is_complete_and_honest(name):
     c = pretrained_card(name)
     assert c["sha256"] == sha256_file(PRETRAINED_DIR / c["weights"]) and c["dtype"] == "float16"
     assert c["train"]["steps"] > 0 and c["train"]["seconds"] > 0 and "cpu" in c["train"]["device"]
-    assert "CPU-budget model" in c["note"] and str(c["train"]["steps"]) in c["note"]
+    assert "CPU-budget model" in c["note"] and f"{c['train']['steps']:,}" in c["note"]
     args = build_parser().parse_args(shlex.split(c["command"])[1:])      # the recorded command, as the CLI reads it
     assert (args.method, args.dataset, args.steps) == (c["method"], c["dataset"], c["train"]["steps"])
     assert (args.batch_size, args.lr, args.seed, args.hidden) == (c["train"]["batch_size"], c["train"]["lr"],
@@ -175,6 +176,23 @@ def test_errors(tmp_path):
     with pytest.raises(CorruptFileError, match="not a readable JSON"): pretrained_card("beta_vae_b1", root=tmp_path)
     with pytest.raises(disentbook.core.InputError, match="not on the card"): measure("beta_vae_b1", metrics=("sap",))
     with pytest.raises(disentbook.core.InputError, match="not on the card"): measure("swap_invariance", metrics=("z_n",))
+
+
+@pytest.mark.parametrize("name", DSPRITES)
+def test_dsprites_card_carries_its_learning_curve(name):
+    """A dSprites model ships at the length its learning curve chose by the rule written down before the curves
+    (tools/campaign.py choose_length), and its card carries that curve, the reason and the figures that show it."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from campaign import choose_length
+    c = pretrained_card(name)
+    curve = c["curve"]
+    assert [r["steps"] for r in curve] == sorted(r["steps"] for r in curve) and len(curve) >= 5
+    assert choose_length(curve) == (c["train"]["steps"], c["length"])
+    at = next(r for r in curve if r["steps"] == c["train"]["steps"])
+    assert 0 <= at["mig"] <= 1 and f"MIG {at['mig']:.3f}" in c["note"] and c["length"] in c["note"]
+    for f in c["figures"].values(): assert (ROOT / f).is_file(), f
+    assert c["train"]["precision"] in ("bf16", "fp32") and f"--precision {c['train']['precision']}" in c["command"]
+    assert ("COLLAPSED" in c["note"]) == (at["active"] == 0)
 
 
 def test_packaged():

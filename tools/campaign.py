@@ -44,7 +44,7 @@ CHUNK = 1000                                     # steps between checkpoints, pa
 FLAT = 0.02          # choose_length: no later measured length improves the metric by this much
 THREADS = 2          # torch threads of every campaign run
 STAGES = {
-    "dsprites-curves": "the six dSprites recipes, each one run to 20,000 steps (bf16 where native, 2 threads), measured "
+    "dsprites-curves": "the seven dSprites recipes, each one run to 20,000 steps (bf16 where native, 2 threads), measured "
                        "at 1,000-20,000 steps: MIG (10,000 fresh images), FactorVAE score, KL per latent, losses",
     "dsprites-models": "each recipe at the length its curve chose (choose_length), packaged: fp16 weights, card with "
                        "the curve, traversal figure",

@@ -1,4 +1,4 @@
-"""The dSprites stages of the campaign (tools/campaign.py): the learning curves of the six dSprites models the package
+"""The dSprites stages of the campaign (tools/campaign.py): the learning curves of the seven dSprites models the package
 ships (`dsprites-curves`) and the models packaged at the lengths their curves chose (`dsprites-models`).
 
 Each recipe of tools/train_pretrained.py trains once to 20,000 steps at `SETTINGS` in chunks of `campaign.CHUNK` steps
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "tools"))
 import campaign as C  # noqa: E402  (the folders, chunk, clock and length rule; tests patch them there)
 
-DSPRITES = ("factor_vae", "tcwae_mws", "dip_vae_i", "beta_vae_b4", "dip_vae_ii", "beta_vae_b1")
+DSPRITES = ("factor_vae", "tcwae_mws", "dip_vae_i", "beta_vae_b4", "dip_vae_ii", "beta_vae_b1", "beta_tcvae")
 LENGTHS = (1000, 2500, 5000, 7500, 10_000, 15_000, 20_000)       # where each curve is measured
 # the dSprites recipes' training settings (method and weights: train_pretrained.RECIPES); the length comes from the curve
 SETTINGS = dict(batch_size=64, lr=5e-4, hidden=128, latent_dim=10, threads=2, precision="auto", seed=0)
