@@ -65,7 +65,7 @@ def test_a_curve_cut_short_resumes_to_a_straight_run(tiny):
 
 
 def test_ledger_partial_then_ok(tiny, monkeypatch):
-    monkeypatch.setitem(C.STAGE_FNS, "dsprites-curves", lambda clock: D.stage_curves(clock, ("beta_vae_b1",)))
+    monkeypatch.setattr(D, "DSPRITES", ("beta_vae_b1",))
     assert C.run_stage("dsprites-curves", Stingy(1)) == "partial"
     assert C.read_ledger(C.LEDGER)["stages"]["dsprites-curves"]["status"] == "partial"
     assert C.run_stage("dsprites-curves", Stingy(10)) == "ok"
@@ -114,9 +114,11 @@ def test_the_models_stage_packages_the_chosen_length(tiny, monkeypatch):
     import train_pretrained as TP
     from disentbook.classroom.pretrained import pretrained, pretrained_card
     monkeypatch.setattr(TP, "DEFAULT_DEST", tiny / "dest")
-    assert D.stage_models(Stingy(50), names=("beta_vae_b1",)) == "partial"          # no curve yet: nothing packaged
-    assert D.run_curve("beta_vae_b1", Stingy(10)) is True
-    assert D.stage_models(Stingy(50), names=("beta_vae_b1",)) == "ok"
+    monkeypatch.setattr(D, "DSPRITES", ("beta_vae_b1", "beta_vae_b4"))
+    monkeypatch.setattr(D, "ONLY", ("beta_vae_b1",))                    # `--recipes beta_vae_b1`: one of the two
+    assert D.stage_models(Stingy(50)) == "partial" and not (tiny / "dest").exists()    # no curve yet: nothing packaged
+    assert D.stage_curves(Stingy(10)) == "partial"                    # beta_vae_b1's curve; beta_vae_b4's left out
+    assert D.stage_models(Stingy(50)) == "partial"                    # packaged, but not every recipe
     lengths = json.loads(D.lengths_file().read_text())
     assert lengths["beta_vae_b1"]["steps"] == 10 and lengths["beta_vae_b1"]["precision"] in ("bf16", "fp32")
     card = pretrained_card("beta_vae_b1", root=tiny / "dest")

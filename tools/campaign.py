@@ -221,6 +221,7 @@ def main(argv=None) -> int:
     g.add_argument("--pause", action="store_true", help="make a running campaign wait at its next chunk boundary")
     g.add_argument("--go-on", action="store_true", help="let a paused campaign go on")
     p.add_argument("--gpu", action="store_true", help="with --next: the GPU stages not landed yet (needs a CUDA GPU)")
+    p.add_argument("--recipes", help="with the dsprites stages: these recipes only, comma-separated (the stage stays partial)")
     p.add_argument("--budget", default="150m", help="wall budget of this call (e.g. 150m, 2h): no chunk is started that "
                    "would not end within it")
     a = p.parse_args(argv)
@@ -243,6 +244,11 @@ def main(argv=None) -> int:
                 if gpu_status(s) != "ok": return run_gpu_stage(s, [])
             print("every GPU stage has landed"); return 0
         clock = Clock(parse_budget(a.budget))
+        if a.recipes:
+            import dsprites_curves
+            bad = sorted(set(a.recipes.split(",")) - set(dsprites_curves.DSPRITES))
+            if bad: raise CampaignError(f"--recipes: unknown {bad}; the dSprites recipes are {', '.join(dsprites_curves.DSPRITES)}")
+            dsprites_curves.ONLY = tuple(a.recipes.split(","))
         todo = [a.stage] if a.stage else [s for s in STAGES if led.get(s, {}).get("status") != "ok"]
         for s in todo:
             st = run_stage(s, clock)
