@@ -178,7 +178,18 @@ def test_errors(tmp_path):
     with pytest.raises(disentbook.core.InputError, match="not on the card"): measure("swap_invariance", metrics=("z_n",))
 
 
-@pytest.mark.parametrize("name", DSPRITES)
+# the dSprites models trained at the length their learning curve chose; beta_vae_b1 and dip_vae_ii are still the earlier
+# 1,000-step models (their curves are not measured yet: the campaign's dsprites-curves stage is partial)
+CURVED = ["beta_tcvae", "beta_vae_b4", "dip_vae_i", "factor_vae", "tcwae_mws"]
+
+
+def test_the_not_yet_curved_models_say_so():
+    for n in sorted(set(DSPRITES) - set(CURVED)):
+        c = pretrained_card(n)
+        assert "curve" not in c and c["train"]["steps"] == 1000 and "learning curve" not in c["note"], n
+
+
+@pytest.mark.parametrize("name", CURVED)
 def test_dsprites_card_carries_its_learning_curve(name):
     """A dSprites model ships at the length its learning curve chose by the rule written down before the curves
     (tools/campaign.py choose_length), and its card carries that curve, the reason and the figures that show it."""

@@ -246,7 +246,8 @@ def stage_models(clock: C.Clock, names=None) -> str:
         L = lengths[n]["steps"]
         src = curve_dir(n) / f"step_{L}" / "checkpoint"
         shutil.rmtree(runs / n / "checkpoint", ignore_errors=True); shutil.copytree(src, runs / n / "checkpoint")
-        trained = dict(seconds=lengths[n]["train_seconds"], steps=L, from_curve=True)
+        trained = dict(seconds=lengths[n]["train_seconds"], cpu_seconds=lengths[n].get("train_cpu_seconds"), steps=L,
+                       from_curve=True)
         TP.package(n, runs, trained, TP.DEFAULT_DEST)
         model = load_model(src, device="cpu")
         row = next(r for r in read_curve(n) if r["steps"] == L)

@@ -296,6 +296,10 @@ def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
                 num_parameters=sum(p.numel() for p in model.parameters()),
                 train=dict(steps=trained["steps"], batch_size=settings(name)["batch_size"], lr=settings(name)["lr"], seed=SEED,
                            seconds=trained["seconds"], precision=_precision(runs / name),
+                           **({"cpu_seconds": trained["cpu_seconds"],
+                               "seconds_note": "seconds: wall time of the campaign's chunks to this length, pauses of "
+                                               "the campaign included; cpu_seconds: CPU time of all its threads"}
+                              if trained.get("cpu_seconds") else {}),
                            device=f"cpu ({_cpu_name()}, {settings(name)['threads']} torch thread(s), 2 cores shared "
                                   "with other jobs)", torch=torch.__version__),
                 command=command(name), recipe=f"python3 tools/train_pretrained.py {name}",
