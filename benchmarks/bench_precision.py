@@ -82,7 +82,7 @@ def compare(results: list[dict]) -> list[dict]:
     rows = []
     for method, (_, keys) in METHODS.items():
         by = {p: [r for r in results if r["method"] == method and r["precision"] == p] for p in ("fp32", "bf16")}
-        if not by["fp32"] or not by["bf16"]: continue
+        if len(by["fp32"]) < 2 or not by["bf16"]: continue      # no spread to compare with: not judged yet
         for q in ["loss", *keys]:
             get = (lambda r: r["losses"].get("loss")) if q == "loss" else (lambda r, q=q: r["metrics"].get(q))
             a = np.array([get(r) for r in by["fp32"]], float); b = np.array([get(r) for r in by["bf16"]], float)
