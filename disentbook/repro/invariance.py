@@ -308,7 +308,8 @@ def invariance_notes(ctx) -> list[str]:
             "frozen encoder means (z_p for Ours and UAI), fitted on training images; worst group over (digit, background).",
             "Not run: β-FactorTCVAE (a row of Table 3 that the paper never defines nor lists among its baselines). "
             "Table 1's 3dShapes column runs at paper scale (left out of gpu by its budget) on " + _shapes_source(ctx) + "; the MPI3D columns of Tables 1 and 3 "
-            f"at paper scale only, from {mpi3d_path(ctx.cfg.get('mpi3d', {}).get('data', {}).get('mpi3d_variant', 'real'))}. "
+            f"at paper scale only, from mpi3d/mpi3d_{ctx.cfg.get('mpi3d', {}).get('data', {}).get('mpi3d_variant', 'real')}.npz "
+            "in the data directory (`$DISENTBOOK_DATA`). "
             "VFAE, CAI and CVIB use the nuisance labels, more supervision than Ours.",
             "Ours (choices of this reproduction, SILENT in the paper): the likelihood terms (reconstruction, KL, swapped "
             "reconstruction, L_Zp; CVIB's pairwise KL) are per input value (summed nats / (C·H·W) = / 2352 on Colored-MNIST) "
