@@ -12,10 +12,11 @@ import torch
 
 # %% auto #0
 __all__ = ['SCALES', 'REPRODUCTIONS', 'VERDICTS', 'DisentbookError', 'InputError', 'DataNotFoundError', 'CorruptFileError',
-           'ConfigMismatchError', 'NonFiniteLossError', 'in_test', 'default_device', 'describe_device',
-           'seed_everything', 'make_generator', 'package_dir', 'data_dir', 'sha256_file', 'fsync_dir', 'fsync_file',
-           'atomic_path', 'write_json', 'clean_stale_parts', 'check_images', 'to_float_images', 'to_numpy', 'as_codes',
-           'as_factors', 'check_lengths', 'Registry', 'paper_values', 'finding_lines']
+           'ConfigMismatchError', 'NonFiniteLossError', 'in_test', 'default_device', 'cpu_native_bf16', 'cpu_name',
+           'describe_device', 'seed_everything', 'make_generator', 'package_dir', 'data_dir', 'sha256_file',
+           'fsync_dir', 'fsync_file', 'atomic_path', 'write_json', 'clean_stale_parts', 'check_images',
+           'to_float_images', 'to_numpy', 'as_codes', 'as_factors', 'check_lengths', 'Registry', 'paper_values',
+           'finding_lines']
 
 # %% ../nbs/00_core.ipynb #606f2d22
 class DisentbookError(Exception):
@@ -50,22 +51,35 @@ def default_device(device: str | torch.device | None = None) -> torch.device:
     if mps is not None and mps.is_available(): return torch.device("mps")
     return torch.device("cpu")
 
+def _cpuinfo() -> str:
+    try: return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError: return ""
+
+def cpu_native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX-BF16), so that oneDNN's bf16 convolutions and matrix
+    products run faster than fp32; elsewhere bf16 is emulated and slower than fp32. Read from PyTorch's own CPU probe
+    when it has one, else from the CPU flags the kernel reports."""
+    import re
+    probe = getattr(getattr(torch._C, "_cpu", None), "_is_avx512_bf16_supported", None)
+    try:
+        if probe is not None and probe(): return True
+    except Exception: pass
+    return re.search(r"\b(avx512_bf16|amx_bf16)\b", _cpuinfo()) is not None
+
+def cpu_name() -> str:
+    "The CPU's model name as the kernel reports it (else the platform's processor name)."
+    import platform, re
+    m = re.search(r"model name\s*:\s*(.+)", _cpuinfo())
+    return m.group(1).strip() if m else (platform.processor() or platform.machine())
+
 def describe_device(device: str | torch.device | None = None) -> str:
     """The device a report names: the GPU's name on CUDA; on a CPU its model (from the kernel's CPU table), core count,
     torch's thread count and whether it computes bf16 natively (AVX512-BF16 or AMX)."""
     d = default_device(device)
     if d.type == "cuda" and torch.cuda.is_available(): return f"{d} ({torch.cuda.get_device_name(d)})"
     if d.type != "cpu": return str(d)
-    import platform, re
-    name, flags = platform.processor() or platform.machine(), ""
-    try:
-        info = Path("/proc/cpuinfo").read_text(errors="replace")
-        m = re.search(r"model name\s*:\s*(.+)", info); name = m.group(1).strip() if m else name
-        flags = info
-    except OSError: pass
-    bf16 = re.search(r"\b(avx512_bf16|amx_bf16)\b", flags) is not None
-    return (f"cpu ({name}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
-            f"{'native bf16' if bf16 else 'no native bf16'})")
+    return (f"cpu ({cpu_name()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
+            f"{'native bf16' if cpu_native_bf16() else 'no native bf16'})")
 
 def _check_seed(seed, name: str = "seed") -> int:
     "`seed` as a Python int >= 0, or an `InputError`."

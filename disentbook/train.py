@@ -19,7 +19,7 @@ from .core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLo
 from .objectives.base import Objective, make_objective
 
 # %% auto #0
-__all__ = ['PRECISION_CHOICES', 'FORMAT_VERSION', 'READABLE_FORMATS', 'TrainConfig', 'precision_flags', 'cpu_native_bf16',
+__all__ = ['PRECISION_CHOICES', 'cpu_native_bf16', 'FORMAT_VERSION', 'READABLE_FORMATS', 'TrainConfig', 'precision_flags',
            'resolve_precision', 'Trainer', 'CheckpointNotFoundError', 'write_checkpoint', 'clean_run_dir',
            'read_checkpoint_config', 'state_path', 'load_checkpoint', 'load_model', 'model_spec']
 
@@ -129,18 +129,7 @@ def precision_flags(precision: str | None, device) -> None:
         b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.benchmark = old
 
 # %% ../nbs/04_train.ipynb #a7b1c2d3
-@functools.cache
-def cpu_native_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX-BF16), so that oneDNN's bf16 convolutions and matrix
-    products run faster than fp32; elsewhere bf16 is emulated and slower than fp32. Read from PyTorch's own CPU probe
-    when it has one, else from the CPU flags the kernel reports."""
-    probe = getattr(getattr(torch._C, "_cpu", None), "_is_avx512_bf16_supported", None)
-    try:
-        if probe is not None and probe(): return True
-    except Exception: pass
-    try: flags = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError: return False
-    return re.search(r"\b(avx512_bf16|amx_bf16)\b", flags) is not None
+cpu_native_bf16 = functools.cache(core.cpu_native_bf16)     # read once per process
 
 def resolve_precision(precision: str, device, amp: bool = True) -> tuple[str, str]:
     """What a training step computes in, and why: `('bf16' | 'fp32', reason)`. 'auto' is bf16 autocast on a CUDA GPU with

@@ -80,13 +80,9 @@ def write_ledger(stage: str, record: dict, path: Path | None = None):
 
 def machine() -> dict:
     import torch
+    from disentbook.core import cpu_name
     from disentbook.train import cpu_native_bf16
-    cpu = platform.processor() or platform.machine()
-    try:
-        m = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        if m: cpu = m.group(1).strip()
-    except OSError: pass
-    return dict(cpu=cpu, cores=os.cpu_count(), native_bf16=cpu_native_bf16(), torch=torch.__version__,
+    return dict(cpu=cpu_name(), cores=os.cpu_count(), native_bf16=cpu_native_bf16(), torch=torch.__version__,
                 python=platform.python_version())
 
 

@@ -11,7 +11,7 @@ seconds, device, the sha256 of the weights, and its metrics on the fixed evaluat
 returns), so `tests/test_pretrained.py` can recompute them.
 """
 from __future__ import annotations
-import argparse, json, platform, sys, time
+import argparse, json, sys, time
 from pathlib import Path
 
 import numpy as np
@@ -262,15 +262,6 @@ def _note(name: str, trained: dict, gate: dict | None, control: dict | None = No
             + (f" Deviation: {DEVIATIONS[name]}" if name in DEVIATIONS else ""))
 
 
-def _cpu_name() -> str:
-    import re
-    try:
-        m = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        if m: return m.group(1).strip()
-    except OSError: pass
-    return platform.processor() or platform.machine()
-
-
 def _precision(run: Path) -> str:
     "The precision a run trained in: its checkpoint's TrainConfig, resolved as the trainer did (fp32 before precision existed)."
     from disentbook.train import read_checkpoint_config
@@ -283,7 +274,7 @@ def _precision(run: Path) -> str:
 def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
     "fp16 weights + card of recipe `name` in `dest`; the metrics are measured on the stored weights."
     from disentbook.classroom import pretrained as P
-    from disentbook.core import sha256_file
+    from disentbook.core import cpu_name, sha256_file
     from disentbook.train import load_model
     model = load_model(runs / name / "checkpoint", device="cpu")
     dest.mkdir(parents=True, exist_ok=True)
@@ -300,7 +291,7 @@ def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
                                "seconds_note": "seconds: wall time of the campaign's chunks to this length, pauses of "
                                                "the campaign included; cpu_seconds: CPU time of all its threads"}
                               if trained.get("cpu_seconds") else {}),
-                           device=f"cpu ({_cpu_name()}, {settings(name)['threads']} torch thread(s), 2 cores shared "
+                           device=f"cpu ({cpu_name()}, {settings(name)['threads']} torch thread(s), 2 cores shared "
                                   "with other jobs)", torch=torch.__version__),
                 command=command(name), recipe=f"python3 tools/train_pretrained.py {name}",
                 note=_note(name, trained, None), evaluation=P.EVALUATIONS[dataset])
