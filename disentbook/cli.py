@@ -568,7 +568,8 @@ def build_parser() -> argparse.ArgumentParser:
     r = add("reproduce", "reproduce a paper's tables and figures")
     r.add_argument("name", help=f"reproduction name: {', '.join(sorted(REPRODUCTIONS))}")
     r.add_argument("--scale", choices=SCALES, default="quick",
-                   help="smoke: seconds; quick: CPU minutes; paper: the paper's settings (GPU)")
+                   help="smoke: seconds; quick: CPU minutes; cpu: the headline claims' rows, 3 seeds, as long as their "
+                        "learning curves ask (hours on a CPU); gpu: the headline tables on one GPU; paper: the paper's settings")
     r.add_argument("--out", "-O", help="results folder (default results/NAME-SCALE)")
     r.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: CUDA when available)")
     r.add_argument("--seed", type=int_at_least(0), default=0, help="random seed")
@@ -577,7 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", action="store_true", help="go on in an existing results folder (reuses its trained models)")
     r.add_argument("--overwrite", action="store_true", help="replace what an existing results folder holds")
     r.add_argument("--plan", action="store_true", help="print every group it would train (members, steps, images, mode) and "
-                   "the estimated device minutes from benchmarks/throughput.json, train nothing; a gpu plan over budget is an error")
+                   "the estimated device minutes from benchmarks/throughput.json (cpu: hours from the CPU rates measured "
+                   "along the learning curves), train nothing; a gpu plan over budget is an error")
     r.add_argument("--rejudge", action="store_true", help="judge the finished reproduction in --out again with this version's "
                    "judge (claims, gates, table, report) from its metrics.json; nothing trains, figures are kept")
     r.add_argument("--threads", type=int_at_least(1), help="torch CPU threads (default: torch's choice)")

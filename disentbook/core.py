@@ -288,7 +288,7 @@ class Registry(dict):
         raise InputError(f"unknown {self.kind} {name!r}; known: {', '.join(sorted(self)) or '(none)'}")
 
 # %% ../nbs/00_core.ipynb #46bf1c7f
-SCALES = ("smoke", "quick", "gpu", "paper")
+SCALES = ("smoke", "quick", "cpu", "gpu", "paper")
 REPRODUCTIONS = Registry("reproduction")
 
 def paper_values(paper: str):

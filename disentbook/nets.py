@@ -162,4 +162,7 @@ class MLPDiscriminator(nn.Module):
         for _ in range(depth): layers += [nn.Linear(d, hidden), acts[act]()]; d = hidden
         if dropout > 0: layers.append(nn.Dropout(dropout))           # on the last layer's inputs
         self.net = nn.Sequential(*layers, nn.Linear(d, out_dim))
-    def forward(self, z): return self.net(z).float()    # logits in fp32 under bf16 autocast: log-softmax / BCE follow
+    def forward(self, z):
+        # the whole discriminator runs in fp32, outside any autocast: its logits are a density-ratio estimate (FactorVAE's
+        # and the TCWAE-GAN's TC term, CAI's KL to uniform) whose differences bf16's 8-bit mantissa would round away
+        with torch.autocast(z.device.type, enabled=False): return self.net(z.float())

@@ -95,14 +95,14 @@ def test_claims_hold_on_the_papers_own_numbers():
 
 
 def test_scales():
-    assert set(CONTRASTIVE_SCALES) == {"smoke", "quick", "gpu", "paper"} and CONTRASTIVE_SCALES["quick"]["seeds"] >= 3
+    assert set(CONTRASTIVE_SCALES) == {"smoke", "quick", "cpu", "gpu", "paper"} and CONTRASTIVE_SCALES["quick"]["seeds"] >= 3
     p = scale_config(CONTRASTIVE, "paper")
     assert p["train"]["batch_size"] == 128 and p["train"]["lr"] == 1e-3
     from disentbook.repro.harness import train_config
     from types import SimpleNamespace
     fake = SimpleNamespace(train=SimpleNamespace(target=[0] * 49_860))
     assert train_config(p, 0, "cpu", fake).steps == 77_907                       # 200 epochs of 49,860 at batch 128
-    with pytest.raises(InputError, match="smoke, quick, gpu, paper"): scale_config(CONTRASTIVE, "big")
+    with pytest.raises(InputError, match="smoke, quick, cpu, gpu, paper"): scale_config(CONTRASTIVE, "big")
     pv = paper_values("contrastive")
     assert len(pv.query("table == 'Table 1'")) == 4 * 4 * 5 and len(pv.query("table == 'Table 2'")) == 7 * 7
 

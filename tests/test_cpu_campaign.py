@@ -129,3 +129,45 @@ def test_the_models_stage_packages_the_chosen_length(tiny, monkeypatch):
     assert not pretrained("beta_vae_b1", root=tiny / "dest").training
     for f in ("beta_vae_b1_curve.png", "beta_vae_b1_traversals.png", "README.md"): assert (tiny / "figures" / f).is_file(), f
     assert "`beta_vae_b1` | 10 |" in (tiny / "figures" / "README.md").read_text()
+
+
+def test_a_dsprites_curve_stops_once_flat(tiny):
+    "The early-stop rule: STOP_AFTER measured lengths after the one choose_length picks, none improving MIG by FLAT."
+    rows = lambda *migs: [dict(steps=s, mig=m) for s, m in zip(D.LENGTHS if len(D.LENGTHS) > 3 else (1, 2, 3, 4, 5), migs)]
+    assert not D.stopped_flat([]) and not D.stopped_flat(rows(.1, .2))            # still rising
+    assert not D.stopped_flat(rows(.2, .2))                                        # one length after the pick: go on
+    assert D.stopped_flat(rows(.2, .21, .19)) and D.curve_done(rows(.2, .21, .19))
+    assert not D.stopped_flat(rows(.2, .21, .25)) and not D.curve_done(rows(.2, .21, .25))    # .25 - .2 > FLAT: go on
+
+
+def test_paper_curves_give_the_cpu_scale_its_length_and_plan(tiny, monkeypatch, capsys):
+    "Every headline row's curve -> the package's cpu lengths -> `scale_config(..., 'cpu')` and `--plan` in hours."
+    import paper_curves as PC
+    from disentbook.cli import main as cli
+    from disentbook.core import InputError
+    from disentbook.repro import harness as H
+    from disentbook.repro.plan import plan, plan_text
+    monkeypatch.setattr(H, "curve_lengths_path", lambda: tiny / "cpu_lengths.json")
+    with pytest.raises(InputError, match="not measured yet"): H.scale_config(H.PAPERS["invariance"], "cpu")
+    assert cli(["reproduce", "invariance", "--scale", "cpu", "--plan"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "curves-invariance" in err
+    C.CHUNK = 3
+    monkeypatch.setitem(PC.METRIC, "invariance", ("avg_acc", +1, (3, 6)))
+    table, slugs = PC.headline("invariance")
+    assert table == "Table 1" and len(slugs) == 3
+    assert PC.stage("invariance", Stingy(20)) == "ok"
+    e = json.loads((tiny / "cpu_lengths.json").read_text())["invariance"]
+    assert set(e["rows"]) == set(slugs) and e["steps"] == max(r["steps"] for r in e["rows"].values())
+    assert all(r["seconds_per_step"] > 0 and r["steps"] in (3, 6) for r in e["rows"].values())
+    cfg = H.scale_config(H.PAPERS["invariance"], "cpu")
+    quick = H.scale_config(H.PAPERS["invariance"], "quick")
+    assert cfg["train"]["steps"] == e["steps"] and cfg["seeds"] == 3
+    assert {k: v for k, v in cfg.items() if k not in ("seeds", "train", "only")} == \
+           {k: v for k, v in quick.items() if k not in ("seeds", "train")}          # quick's settings, as the curves ran
+    p = plan("invariance", "cpu")
+    assert len(p["runs"]) == 3 * len(slugs) and {r["steps"] for r in p["runs"]} == {e["steps"]}
+    assert p["hours"] == pytest.approx(sum(r["seconds"] for r in p["runs"]) / 3600)
+    text = plan_text(p)
+    assert "hours" in text and "aim: 2 hours" in text and "Table 2" in text          # the other tables: not run, and why
+    assert cli(["reproduce", "invariance", "--scale", "cpu", "--plan"]) == 0

@@ -46,7 +46,7 @@ def test_findings_hold_on_the_papers_own_numbers():
 
 
 def test_bad_scale(tmp_path):
-    with pytest.raises(InputError, match="scale must be one of smoke, quick, gpu, paper, got 'huge'"):
+    with pytest.raises(InputError, match="scale must be one of smoke, quick, cpu, gpu, paper, got 'huge'"):
         R.reproduce_dipvae("huge", out_dir=tmp_path)
 
 

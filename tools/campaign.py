@@ -165,7 +165,7 @@ STAGE_FNS = {"dsprites-curves": _dsprites("stage_curves"), "dsprites-models": _d
 # the papers' headline rows along one run each (tools/paper_curves.py): the lengths of the `cpu` scale
 PAPER_CURVES = ("dipvae", "tcwae", "contrastive", "refvae", "invariance")
 for _p in PAPER_CURVES:
-    STAGES[f"curves-{_p}"] = (f"{_p}'s headline rows (tools/paper_curves.py HEADLINE), one run each (seed 0) measured with the "
+    STAGES[f"curves-{_p}"] = (f"{_p}'s headline rows (the rows its cpu scale trains), one run each (seed 0) measured with the "
                               "paper's evaluation at a list of lengths: the learning curves the cpu scale's lengths come from")
     STAGE_FNS[f"curves-{_p}"] = (lambda p: lambda clock: __import__("paper_curves").stage(p, clock))(_p)
 

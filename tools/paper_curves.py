@@ -1,7 +1,14 @@
 """Learning curves of the papers' headline rows: one run per row (seed 0) at the reproduction's settings, trained in chunks
 with a checkpoint after each and measured with the paper's own evaluation at a list of lengths; the metric the headline
 claim compares decides how long the `cpu` scale trains (`campaign.choose_length`). Run by tools/campaign.py's
-`curves-<paper>` stages; results in `benchmarks/curves/<paper>/<row>.csv` and `<paper>.png`.
+`curves-<paper>` stages; results in `benchmarks/curves/<paper>/<row>.csv` and `<paper>.png`, and, once every headline
+row's curve is complete, the `cpu` scale's length in the package (`disentbook/paper_values/cpu_lengths.json`: the longest
+length any headline row's curve chose, so that the rows of a comparison train equally long, with each row's measured CPU
+seconds per step and per evaluation for `--plan`).
+
+The headline rows are those the package's `cpu` scale trains (`cfg["only"]` of the paper's cpu scale: the rows of the
+headline claims); the runs take the `quick` scale's settings, which the `cpu` scale keeps apart from seeds and length. A
+curve stops early once flat: when the length `campaign.choose_length` picks has `STOP_AFTER` measured lengths after it.
 
     python3 tools/paper_curves.py dipvae --budget 60m       # the same as `tools/campaign.py --stage curves-dipvae`
 
@@ -17,19 +24,30 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "tools"))
 
-# paper: (table, slugs of its headline rows, the headline claim's metric, +1 higher is better / -1 lower, lengths, the
-# scale whose settings the runs take); the claims these rows decide are the reproduction's own (repro.<paper>)
-HEADLINE = {
-    "dipvae": ("Table 1", ("vae", "beta_vae_beta4", "dip_vae_i_lambda_d100_lambda_od10"), "zdiff", +1,
-               (1000, 2500, 5000, 10_000, 15_000, 20_000), "quick"),
-    "tcwae": ("Table 1a", ("wae_mmd_xent_lam200", "tcwae_mws_beta50_xent_gamma100", "tcwae_gan_beta100_xent_gamma5"), "mig", +1,
-              (1000, 2500, 5000, 10_000, 15_000, 20_000), "quick"),
-    "contrastive": ("Table 1 (L-MNIST)", ("cvae", "srb_vae", "ours_eq7", "ours_eq8"), "ca_s", +1,
-                    (500, 1000, 2500, 5000, 10_000), "quick"),
-    "refvae": ("Table 1 (MNIST)", ("rb_vae", "srb_vae", "dip_vae_i_lambda_od10"), "avg_mae", -1,
-               (1000, 2500, 5000, 10_000, 15_000), "quick"),
-    "invariance": ("Table 1", ("inv_cnn", "uai", "swap_invariance"), "avg_acc", +1, (500, 1500, 3000, 6000, 10_000), "quick"),
+# paper: (the headline claim's metric, +1 higher is better / -1 lower, the lengths measured); the table and rows are the
+# package's cpu scale's (`headline`), the claims these rows decide the reproduction's own (repro.<paper>)
+METRIC = {
+    "dipvae": ("zdiff", +1, (1000, 2500, 5000, 10_000, 15_000, 20_000)),
+    "tcwae": ("mig", +1, (1000, 2500, 5000, 10_000, 15_000, 20_000)),
+    "contrastive": ("ca_s", +1, (500, 1000, 2500, 5000, 10_000)),
+    "refvae": ("avg_mae", -1, (1000, 2500, 5000, 10_000, 15_000)),
+    "invariance": ("avg_acc", +1, (500, 1500, 3000, 6000, 10_000)),
 }
+SETTINGS_SCALE = "quick"      # the scale whose settings the runs take (the cpu scale's, apart from seeds and length)
+STOP_AFTER = 2
+
+
+def headline(paper_name: str) -> tuple[str, tuple]:
+    "(table, slugs) of the headline rows: those the paper's `cpu` scale trains."
+    import disentbook  # noqa: F401  (registers every paper)
+    from disentbook.repro import harness as H
+    only = H.PAPERS[paper_name].scales["cpu"]["only"]
+    return only["table"], tuple(only["rows"])
+
+
+def curve_spec(paper_name: str) -> tuple:
+    "(table, slugs, metric, sign, lengths, settings scale) of paper `paper_name`'s curves."
+    return (*headline(paper_name), *METRIC[paper_name], SETTINGS_SCALE)
 
 
 # the change of the headline metric that counts as still learning (choose_length's `flat`), in the metric's own units:
@@ -49,7 +67,7 @@ def _setup(paper_name: str, slug: str, steps: int):
     from disentbook.core import seed_everything
     from disentbook.repro import harness as H
     from disentbook.train import Trainer
-    table_name, _, _, _, _, scale = HEADLINE[paper_name]
+    table_name, _, _, _, _, scale = curve_spec(paper_name)
     paper = H.PAPERS[paper_name]
     cfg = H.scale_config(paper, scale)
     opts = {**H.HARNESS_OPTIONS, **paper.options, "scale": scale}
@@ -78,13 +96,14 @@ def row_curve(paper_name: str, slug: str, clock, lengths=None) -> bool:
     "One headline row's curve, measured at each length (resuming what earlier calls did); False when cut by the budget."
     import torch
     import campaign
-    lengths = lengths or HEADLINE[paper_name][4]
+    lengths = lengths or curve_spec(paper_name)[4]
     rows = read_rows(paper_name, slug)
     todo = [L for L in lengths if L not in {r["steps"] for r in rows}]
-    if not todo: return True
+    if not todo or stopped_flat(paper_name, rows): return True
     torch.set_num_threads(campaign.THREADS)
     trainer, data, rc, spec, paper = _setup(paper_name, slug, max(lengths))
     for L in todo:
+        if stopped_flat(paper_name, read_rows(paper_name, slug)): break
         while trainer.step < L:
             clock.wait_while_paused()
             if not clock.fits(): return False
@@ -108,7 +127,7 @@ def row_curve(paper_name: str, slug: str, clock, lengths=None) -> bool:
                    precision=trainer.precision, train_seconds=round(sec["seconds"], 1),
                    train_cpu_seconds=round(sec["cpu_seconds"], 1), seconds_eval=round(time.monotonic() - t0, 1))
         with open(out_dir(paper_name) / slug / "curve.jsonl", "a") as f: f.write(json.dumps(row) + "\n")
-        print(f"{paper_name}/{slug} at {L:,} steps: {HEADLINE[paper_name][2]} {row.get(HEADLINE[paper_name][2], float('nan')):.4g}",
+        print(f"{paper_name}/{slug} at {L:,} steps: {curve_spec(paper_name)[2]} {row.get(curve_spec(paper_name)[2], float('nan')):.4g}",
               flush=True)
         write_files(paper_name)
     return True
@@ -126,7 +145,7 @@ def write_files(paper_name: str):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    _, slugs, key, sign, _, _ = HEADLINE[paper_name]
+    _, slugs, key, sign, _, _ = curve_spec(paper_name)
     dest = campaign.CURVES / paper_name
     dest.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -145,7 +164,7 @@ def write_files(paper_name: str):
 def lengths(paper_name: str) -> dict:
     "{slug: (steps, why)} chosen from the measured curves by `campaign.choose_length` on the headline metric."
     import campaign
-    _, slugs, key, sign, _, _ = HEADLINE[paper_name]
+    _, slugs, key, sign, _, _ = curve_spec(paper_name)
     out = {}
     for slug in slugs:
         rows = [dict(r, _score=sign * r[key]) for r in read_rows(paper_name, slug) if key in r]
@@ -155,15 +174,63 @@ def lengths(paper_name: str) -> dict:
     return out
 
 
+def _scored(paper_name: str, rows: list[dict]) -> list[dict]:
+    _, _, key, sign, _, _ = curve_spec(paper_name)
+    return [dict(r, _score=sign * r[key]) for r in rows if key in r]
+
+
+def stopped_flat(paper_name: str, rows: list[dict]) -> bool:
+    "Whether a row's curve has stopped by the early-stop rule (`STOP_AFTER` measured lengths after the one chosen)."
+    import campaign
+    sc = _scored(paper_name, rows)
+    if not sc: return False
+    L, _ = campaign.choose_length(sc, key="_score", flat=FLAT[paper_name])
+    return sum(r["steps"] > L for r in sc) >= STOP_AFTER
+
+
+def lengths_file() -> Path:
+    "The package's cpu lengths file (`harness.curve_lengths_path`)."
+    from disentbook.repro.harness import curve_lengths_path
+    return curve_lengths_path()
+
+
+def write_cpu_lengths(paper_name: str) -> dict:
+    """The cpu scale's length of `paper_name` into the package (`disentbook/paper_values/cpu_lengths.json`): the longest
+    length any headline row's curve chose, each row's own length and why, and its measured seconds per training step and
+    per evaluation on this CPU (what `disentbook reproduce NAME --scale cpu --plan` multiplies)."""
+    import campaign
+    table, slugs, key, sign, _, _ = curve_spec(paper_name)
+    chosen, rows = lengths(paper_name), {}
+    for slug in slugs:
+        rr = sorted(read_rows(paper_name, slug), key=lambda r: r["steps"])
+        last = rr[-1]
+        rows[slug] = dict(steps=chosen[slug][0], why=chosen[slug][1],
+                          # wall seconds, or CPU seconds over the threads where a pause made the wall time longer
+                          seconds_per_step=round(min(last["train_seconds"], last["train_cpu_seconds"] / campaign.THREADS) / last["steps"], 5),
+                          seconds_per_eval=round(float(np.mean([r["seconds_eval"] for r in rr])), 1),
+                          precision=last.get("precision"))
+    entry = dict(steps=max(r["steps"] for r in rows.values()), table=table, metric=key,
+                 higher_is_better=sign > 0, flat=FLAT[paper_name], rows=rows, curves=f"benchmarks/curves/{paper_name}/",
+                 machine=dict(campaign.machine(), threads=campaign.THREADS))
+    f = lengths_file()
+    d = json.loads(f.read_text()) if f.is_file() else {}
+    d[paper_name] = entry
+    f.write_text(json.dumps(dict(sorted(d.items())), indent=1) + "\n")
+    return entry
+
+
 def stage(paper_name: str, clock) -> str:
-    for slug in HEADLINE[paper_name][1]:
+    for slug in curve_spec(paper_name)[1]:
         if not row_curve(paper_name, slug, clock): return "partial"
+    e = write_cpu_lengths(paper_name)
+    each = ", ".join(f"{s} {r['steps']:,}" for s, r in e["rows"].items())
+    print(f"{paper_name}: the cpu scale trains {e['steps']:,} steps ({each})", flush=True)
     return "ok"
 
 
 if __name__ == "__main__":
     import argparse, campaign
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("paper", choices=list(HEADLINE)); p.add_argument("--budget", default="60m")
+    p.add_argument("paper", choices=list(METRIC)); p.add_argument("--budget", default="60m")
     a = p.parse_args()
     print(stage(a.paper, campaign.Clock(campaign.parse_budget(a.budget))))

@@ -21,19 +21,20 @@ from ..train import Trainer, TrainConfig, load_model, model_spec, read_checkpoin
 from ..eval.viz import history_figure, image_grid, kl_per_dim, save_figure, traversal_figure, traversal_images
 
 # %% auto #0
-__all__ = ['SCALE_ORDER', 'PAPERS', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'VERDICT_TEXT', 'parse_tolerance', 'band',
-           'parse_part', 'Claim', 'judge_part', 'judge_claim', 'Metric', 'Table', 'Paper', 'register_paper',
-           'scale_config', 'train_data', 'data_size', 'default_model', 'objective_params', 'build_objective',
-           'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'train_run', 'train_group', 'group_jobs',
-           'train_ensembles', 'Context', 'show_images', 'latent_order', 'traversal_panel', 'traversal_figures',
-           'library_scores', 'paper_lookup', 'cell_verdict', 'table_rows', 'table_markdown', 'prepare_out',
-           'release_out', 'reproduce', 'read_metrics', 'rejudge', 'claim_lines', 'register_reproduction']
+__all__ = ['SCALE_ORDER', 'PAPERS', 'CURVE', 'CURVE_LENGTHS', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'VERDICT_TEXT',
+           'parse_tolerance', 'band', 'parse_part', 'Claim', 'judge_part', 'judge_claim', 'Metric', 'Table', 'Paper',
+           'register_paper', 'curve_lengths_path', 'curve_lengths', 'cpu_scale', 'scale_config', 'train_data',
+           'data_size', 'default_model', 'objective_params', 'build_objective', 'train_config', 'load_data', 'run_cfg',
+           'run_dir', 'run_settings', 'train_run', 'train_group', 'group_jobs', 'train_ensembles', 'Context',
+           'show_images', 'latent_order', 'traversal_panel', 'traversal_figures', 'library_scores', 'paper_lookup',
+           'cell_verdict', 'table_rows', 'table_markdown', 'prepare_out', 'release_out', 'reproduce', 'read_metrics',
+           'rejudge', 'claim_lines', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #208e9398
 from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
                                        all_of, any_of, band_test, compare, holm, learned_rows, paper_seeds, power, power_at_least, seed_stats, degenerate_cell,
                                        verdict, welch, within)
-SCALE_ORDER = ("smoke", "quick", "gpu", "paper")
+SCALE_ORDER = ("smoke", "quick", "cpu", "gpu", "paper")
 
 # %% ../../nbs/08_harness.ipynb #e67b5b63
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
@@ -248,8 +249,10 @@ class Table:
     cfg: dict | Callable | None = None          # overrides of the scale config for its runs (or fn(cfg) -> them)
 
     def specs(self, cfg: dict, options: dict) -> list[dict]:
-        "The model specs of this table at scale config `cfg`, in row order."
-        return list(self.models(cfg, options) if callable(self.models) else self.models)
+        "The model specs of this table at scale config `cfg`, in row order (only its `only` rows when `cfg` names this table)."
+        specs = list(self.models(cfg, options) if callable(self.models) else self.models)
+        only = cfg.get("only")
+        return [s for s in specs if s["slug"] in only["rows"]] if only and only.get("table") == self.name else specs
 
     def dataset_name(self, options: dict) -> str:
         "The data key of this table for these options."
@@ -287,11 +290,36 @@ def register_paper(paper: Paper) -> Paper:
     PAPERS[paper.name] = paper
     return paper
 
+CURVE = "curve"                          # train.steps of a scale whose length the paper's learning curves choose
+CURVE_LENGTHS = "paper_values/cpu_lengths.json"   # package data: those lengths, written by the campaign's curve stages
+
+def curve_lengths_path() -> Path: return Path(__file__).resolve().parents[1] / CURVE_LENGTHS
+
+def curve_lengths(name: str | None = None):
+    """The training lengths the papers' measured learning curves chose: every paper's (a dict), or paper `name`'s entry
+    (`steps`, each headline row's length, why, and its measured CPU seconds per step), None when not measured."""
+    f = curve_lengths_path()
+    try: d = json.loads(f.read_text()) if f.is_file() else {}
+    except json.JSONDecodeError: raise InputError(f"{CURVE_LENGTHS} in the package is not JSON; reinstall disentbook") from None
+    return d if name is None else d.get(name)
+
+def cpu_scale(quick: dict, table: str, rows: tuple, seeds: int = 3) -> dict:
+    """A paper's `cpu` scale: its `quick` settings with `seeds` seeds, only `rows` (slugs) of `table` (the headline claims'
+    rows), each trained as long as the learning curves of those rows ask (`train.steps = CURVE`, see `scale_config`)."""
+    return {**quick, "seeds": seeds, "train": {**quick["train"], "steps": CURVE}, "only": dict(table=table, rows=list(rows))}
+
 def scale_config(paper: Paper, scale: str) -> dict:
-    "A deep, JSON-able copy of `paper`'s config at `scale`, checked for the keys the harness reads."
+    """A deep, JSON-able copy of `paper`'s config at `scale`, checked for the keys the harness reads; a length left to the
+    learning curves (`CURVE`) becomes the one they chose (`curve_lengths`), a one-line error while none is measured."""
     if scale not in paper.scales:
         raise InputError(f"scale must be one of {', '.join(s for s in SCALE_ORDER if s in paper.scales)}, got {scale!r}")
     cfg = json.loads(json.dumps(paper.scales[scale]))
+    if cfg.get("train", {}).get("steps") == CURVE:
+        got = curve_lengths(paper.name)
+        if not got or not isinstance(got.get("steps"), int):
+            raise InputError(f"{paper.name} at scale {scale!r}: its training length comes from learning curves this "
+                             f"package has not measured yet (in a source checkout: tools/campaign.py --stage curves-{paper.name})")
+        cfg["train"]["steps"] = got["steps"]
     missing = [k for k in ("seeds", "train") if k not in cfg] + [k for k in ("batch_size", "log_every") if k not in cfg.get("train", {})]
     if missing: raise InputError(f"{paper.name} scale {scale!r} lacks {', '.join(missing)}")
     if int(cfg["seeds"]) < 1: raise InputError(f"{paper.name} scale {scale!r}: seeds must be >= 1, got {cfg['seeds']}")
@@ -812,7 +840,10 @@ def release_out(out: Path):
 def _jobs(paper, ctx, cfg, out, dev) -> tuple[list, list]:
     "The jobs of every table this call runs (a run shared by two tables trains once) and (table, spec, seed) per job."
     jobs, where, seen = [], [], {}
+    only = cfg.get("only")
     for t in paper.tables:
+        if only and t.name != only["table"]:
+            ctx.skipped[t.name] = f"the {ctx.scale} scale trains the headline claims' rows of {only['table']} only"; continue
         if t.when is not None and not t.when(ctx):
             ctx.skipped[t.name] = t.skip_note or "not run"; continue
         specs, tcfg = t.specs(cfg, ctx.options), t.run_config(cfg)

@@ -17,8 +17,8 @@ from . import harness as H
 
 # %% auto #0
 __all__ = ['ISSUE_ANCHOR', 'THROUGHPUT_FILE', 'ANCHORS', 'MODES', 'GPU_BUDGET_MINUTES', 'GPU_SHARES', 'OTHER_GPU_BUDGETS',
-           'STAGE_MINUTES', 'throughput_path', 'load_throughput', 'family', 'rate', 'paper_jobs', 'OverBudgetError',
-           'budget_minutes', 'plan', 'plan_text', 'check_budget']
+           'STAGE_MINUTES', 'CPU_AIM_HOURS', 'throughput_path', 'load_throughput', 'family', 'rate', 'paper_jobs',
+           'OverBudgetError', 'budget_minutes', 'cpu_plan', 'cpu_plan_text', 'plan', 'plan_text', 'check_budget']
 
 # %% ../../nbs/08b_plan.ipynb #bb70a5f7
 ISSUE_ANCHOR = "from issue 22, not measured here"
@@ -192,10 +192,46 @@ def _groups(jobs: list[dict], device: str) -> list[dict]:
     groups = group_jobs(jobs, device=device) if group_jobs is not None else _fallback_groups(jobs)
     return [dict(g, jobs=[jobs[i] if isinstance(i, int) else i for i in g["jobs"]]) for g in groups]
 
+CPU_AIM_HOURS = 2.0        # what a cpu reproduction aims at on two cores (a line of the plan, not an error)
+
+def cpu_plan(name: str, seed: int = 0, **options) -> dict:
+    """Every run `reproduce(name, 'cpu')` would train and its hours on the CPU the package's learning curves were measured
+    on: steps × that row's measured seconds per step, plus its measured seconds per evaluation (`harness.curve_lengths`)."""
+    paper, jobs, skipped = paper_jobs(name, "cpu", seed, "cpu", options)
+    got = H.curve_lengths(name)
+    runs = []
+    for j in jobs:
+        r = got["rows"].get(j["spec"]["slug"])
+        if r is None: raise InputError(f"{name}: no measured CPU rate for row {j['spec']['slug']!r}; re-measure its curves")
+        steps = int(j["cfg"]["train"]["steps"])
+        runs.append(dict(row=j["spec"]["row"] or j["spec"]["label"], slug=j["spec"]["slug"], seed=j["seed"], steps=steps,
+                         seconds_per_step=r["seconds_per_step"], seconds=steps * r["seconds_per_step"] + r["seconds_per_eval"]))
+    seconds = sum(r["seconds"] for r in runs)
+    m = got.get("machine", {})
+    return dict(paper=name, scale="cpu", runs=runs, seconds=seconds, minutes=seconds / 60, hours=seconds / 3600,
+                aim_hours=CPU_AIM_HOURS, skipped=skipped, budget_minutes=None, lengths=got,
+                device=f"{m.get('cpu', 'a CPU')}, {m.get('threads', '?')} threads")
+
+def cpu_plan_text(p: dict) -> str:
+    "A cpu plan as text: one line per row (seeds, steps, measured rate, hours), then the total against the aim."
+    L = [f"plan: {p['paper']} at scale cpu: {len(p['runs'])} runs, each as long as its learning curve asks (rates measured "
+         f"along those curves on {p['device']})", "", f"{'row':<34} {'seeds':>5} {'steps':>8} {'s/step':>8} {'hours':>6}"]
+    for slug in dict.fromkeys(r["slug"] for r in p["runs"]):
+        rs = [r for r in p["runs"] if r["slug"] == slug]
+        L.append(f"{rs[0]['row'][:34]:<34} {len(rs):>5} {rs[0]['steps']:>8,} {rs[0]['seconds_per_step']:>8.4f} "
+                 f"{sum(r['seconds'] for r in rs) / 3600:>6.2f}")
+    why = "; ".join(f"{s} {r['steps']:,}: {r['why']}" for s, r in p["lengths"]["rows"].items())
+    L += ["", f"length: {p['lengths']['steps']:,} steps, the longest any headline row's curve chose ({why})",
+          f"total: {p['hours']:.2f} hours (training and evaluation); aim: {p['aim_hours']:g} hours on 2 cores: "
+          + ("within it" if p["hours"] <= p["aim_hours"] else "OVER")]
+    for t, why in p["skipped"].items(): L.append(f"not run at this scale: {t}: {why}")
+    return "\n".join(L)
+
 def plan(name: str, scale: str = "gpu", seed: int = 0, throughput=None, device: str = "cuda", **options) -> dict:
     """Every group `reproduce(name, scale)` would train (members, steps, images, mode, why) and the estimated device
     minutes from the throughput table (`throughput`: a path, a dict, or None for `load_throughput()`); training only,
-    evaluation not included. Nothing is trained; data sets are opened only to size the runs."""
+    evaluation not included. Nothing is trained; data sets are opened only to size the runs. Scale `cpu`: `cpu_plan`."""
+    if scale == "cpu": return cpu_plan(name, seed, **options)
     table = throughput if isinstance(throughput, dict) else load_throughput(throughput)
     paper, jobs, skipped = paper_jobs(name, scale, seed, device, options)
     groups = []
@@ -219,7 +255,8 @@ def plan(name: str, scale: str = "gpu", seed: int = 0, throughput=None, device: 
                 table=table.get("path", "built-in anchors"))
 
 def plan_text(p: dict) -> str:
-    "The plan as a text table: one line per group, then the total and the budget."
+    "The plan as a text table: one line per group, then the total and the budget (a cpu plan: `cpu_plan_text`)."
+    if p["scale"] == "cpu": return cpu_plan_text(p)
     src = "measured" if p["measured"] else p["source"] or ISSUE_ANCHOR
     L = [f"plan: {p['paper']} at scale {p['scale']}: {p['runs']} runs in {len(p['groups'])} groups; throughput table "
          f"{p['table']} ({p['device']}; {src})", "",

@@ -13,7 +13,7 @@ from .harness import read_metrics
 __all__ = ['SCALES', 'SHORT', 'report_claims', 'claims_table', 'claims_markdown', 'counts']
 
 # %% ../../nbs/08c_summary.ipynb #59d13313
-SCALES = ("quick", "gpu", "paper")                     # the columns, in order (smoke reports judge nothing)
+SCALES = ("quick", "cpu", "gpu", "paper")                     # the columns, in order (smoke reports judge nothing)
 SHORT = {"holds": "holds", "fails": "**fails**", "inconclusive": "inconclusive", "not checked": "not checked",
          "not tested at this scale": "not tested", "not tested: model did not learn": "did not learn"}
 

@@ -16,7 +16,7 @@ from ..data.dsprites import DSprites
 from ..data.smallnorb import load_smallnorb
 from ..objectives import tcwae as tc
 from ..train import model_spec
-from .harness import Claim, Gate, Metric, Paper, Table, library_scores, register_reproduction, traversal_figures
+from .harness import Claim, Gate, Metric, Paper, Table, cpu_scale, library_scores, register_reproduction, traversal_figures
 
 # %% auto #0
 __all__ = ['DSPRITES_MODELS', 'SMALLNORB_MODELS', 'QUALITATIVE_MODELS', 'PAPER_GRID', 'PAPER_ABLATION', 'PAPER_FIG3_BETAS',
@@ -70,6 +70,9 @@ TCWAE_SCALES = dict(
                eval=_ev(10_000, 5000, (10_000, 5000, 10_000, 64)), objective=_DISC,
                grid=dict(betas=PAPER_GRID, gammas=PAPER_GRID), fig3=PAPER_FIG3_BETAS, ablation=PAPER_ABLATION),
 )
+# cpu: the headline claims' rows only, 3 seeds, each as long as its measured learning curve asks (quick's
+# settings otherwise; the curves: the campaign's curves-<paper> stages)
+TCWAE_SCALES["cpu"] = cpu_scale(TCWAE_SCALES["quick"], "Table 1a", ("wae_mmd_xent_lam200", "tcwae_mws_beta50_xent_gamma100", "tcwae_gan_beta100_xent_gamma5"))
 
 # %% ../../nbs/41_tcwae_reproduction.ipynb #0b7b437e
 def load_tcwae_data(name: str, cfg: dict, seed: int, options: dict):
