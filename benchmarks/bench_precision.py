@@ -10,7 +10,10 @@ contrastive_w2 on Grassy-MNIST, srb_vae on the digit-style set, swap_invariance 
 models' recipes). Metrics: MIG on 5,000 fresh dSprites images; the shipped models' card metrics for the others. A
 quantity passes when the bf16 mean lies within the fp32 seeds' range widened by half that range on each side (the
 spread between fp32 seeds is the yardstick: a bf16 mean no further from the fp32 mean than the fp32 seeds are from each
-other). Writes `benchmarks/precision.json` and prints the table (markdown).
+other). Writes `benchmarks/precision.json` and prints the table (markdown). Each finished run's result (its settings,
+final losses, metrics, seconds) is kept in the checkout, `benchmarks/precision_runs/METHOD/PRECISION/seedK.json`, so a
+later call on another machine goes on from there; a run whose settings changed since (say, the dSprites recipes' width)
+is trained again.
 """
 from __future__ import annotations
 import argparse, json, sys, time
@@ -21,15 +24,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "tools"))
 
-RUNS = ROOT / "results" / "campaign" / "precision"
+RUNS = ROOT / "results" / "campaign" / "precision"            # working folders (checkpoints; ignored by git)
+KEPT = ROOT / "benchmarks" / "precision_runs"                 # each run's result.json (committed)
 OUT = ROOT / "benchmarks" / "precision.json"
 SEEDS = (0, 1, 2)
 STEPS = 1500
 THREADS = 2
 # method -> (recipe of tools/train_pretrained.py for its data and weights, the metrics compared)
-METHODS = {
-    "beta_vae": ("beta_vae_b4", ("mig",)),
+METHODS = {                  # factor_vae first: the method whose bf16 runs once diverged where fp32 did not
     "factor_vae": ("factor_vae", ("mig",)),
+    "beta_vae": ("beta_vae_b4", ("mig",)),
     "dip_vae_i": ("dip_vae_i", ("mig",)),
     "tcwae_mws": ("tcwae_mws", ("mig",)),
     "contrastive_w2": ("contrastive_w2", ("clustering_s/accuracy/target",)),
@@ -43,13 +47,17 @@ def run(method: str, precision: str, seed: int, steps: int = STEPS) -> dict:
     from train_pretrained import RECIPES, settings
     from dsprites_curves import SETTINGS, measure_dsprites
     out = RUNS / method / precision / f"seed{seed}"
-    done = out / "result.json"
-    if done.is_file(): return json.loads(done.read_text())
-    from disentbook.cli import train_job
-    from disentbook.train import load_model
     recipe = METHODS[method][0]
     _, dataset, params, data_params, _ = RECIPES[recipe]
     st = dict(settings(recipe), **({k: SETTINGS[k] for k in ("batch_size", "lr", "hidden")} if dataset == "dsprites" else {}))
+    want = dict(steps=steps, batch_size=st["batch_size"], lr=st["lr"], hidden=st["hidden"], latent_dim=st["latent_dim"],
+                params=params)
+    done = KEPT / method / precision / f"seed{seed}.json"
+    if done.is_file():
+        got = json.loads(done.read_text())
+        if got.get("settings") == want: return got
+    from disentbook.cli import train_job
+    from disentbook.train import load_model
     t0 = time.perf_counter()
     r = train_job(method=method, dataset=dataset, params=params, steps=steps, batch_size=st["batch_size"], lr=st["lr"],
                   latent_dim=st["latent_dim"], z_dim=st["z_dim"], s_dim=st["s_dim"], hidden=st["hidden"], out_dir=out,
@@ -58,7 +66,7 @@ def run(method: str, precision: str, seed: int, steps: int = STEPS) -> dict:
     seconds = time.perf_counter() - t0
     h = r["history"]
     last = h[h["step"] > steps - 300]
-    res = dict(method=method, precision=r["precision"], seed=seed, steps=steps, seconds=round(seconds, 1),
+    res = dict(method=method, precision=r["precision"], seed=seed, steps=steps, settings=want, seconds=round(seconds, 1),
                losses={c: float(last[c].mean()) for c in h.columns if c != "step"})
     model = load_model(out / "checkpoint", device="cpu")
     if dataset == "dsprites":
@@ -71,7 +79,8 @@ def run(method: str, precision: str, seed: int, steps: int = STEPS) -> dict:
         (out / f"{recipe}.json").write_text(json.dumps(card))
         res["metrics"] = {k: v for k, v in P.measure(recipe, root=out, model=model, gate=False).items()
                           if isinstance(v, float)}
-    done.write_text(json.dumps(res, indent=1))
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(res, indent=1) + "\n")
     print(f"{method} {precision} seed {seed}: {seconds:.0f} s, loss {res['losses'].get('loss', float('nan')):.4g}, "
           + ", ".join(f"{k} {res['metrics'].get(k, float('nan')):.3f}" for k in METHODS[method][1]), flush=True)
     return res
@@ -106,7 +115,17 @@ def markdown(rows: list[dict]) -> str:
 
 
 def collect() -> list[dict]:
-    return [json.loads(f.read_text()) for f in sorted(RUNS.glob("*/*/seed*/result.json"))]
+    "The kept results whose settings are today's (an older width or length is not compared)."
+    from train_pretrained import RECIPES, settings
+    from dsprites_curves import SETTINGS
+    out = []
+    for f in sorted(KEPT.glob("*/*/seed*.json")):
+        r = json.loads(f.read_text())
+        if r.get("method") not in METHODS: continue
+        recipe = METHODS[r["method"]][0]
+        st = dict(settings(recipe), **({k: SETTINGS[k] for k in ("batch_size", "lr", "hidden")} if RECIPES[recipe][1] == "dsprites" else {}))
+        if (r.get("settings") or {}).get("hidden") == st["hidden"] and r.get("steps") == STEPS: out.append(r)
+    return out
 
 
 def write(rows: list[dict]):

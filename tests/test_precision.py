@@ -155,3 +155,29 @@ def test_cpu_ensemble_says_it_trains_fp32_where_its_trainers_would_take_bf16(nat
     assert all(r["precision"] == "fp32" and r["precision_fallback"] is None for r in res)
     from disentbook.repro.harness import _engine_mode
     assert _engine_mode(dict(res[0], mode="eager", members=2, precision_fallback="bf16 -> fp32: x"), "")["fallback"]
+
+
+def test_precision_bench_keeps_results_in_the_checkout_and_compares_like_with_like(tmp_path, monkeypatch):
+    "Kept results of today's settings are collected; one trained at another width or length is not (it trains again)."
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root / "benchmarks"), str(root / "tools")]
+    import bench_precision as BP
+    from dsprites_curves import SETTINGS
+    monkeypatch.setattr(BP, "KEPT", tmp_path)
+    def keep(seed, hidden, steps=BP.STEPS):
+        f = tmp_path / "beta_vae" / "bf16" / f"seed{seed}.json"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(dict(method="beta_vae", precision="bf16", seed=seed, steps=steps,
+                                     settings=dict(hidden=hidden), losses={}, metrics={}, seconds=1.0)))
+    keep(0, SETTINGS["hidden"]); keep(1, SETTINGS["hidden"] // 2); keep(2, SETTINGS["hidden"], steps=7)
+    assert [r["seed"] for r in BP.collect()] == [0]
+
+
+def test_the_discriminator_is_fp32_under_bf16_autocast():
+    "Every layer of an MLPDiscriminator computes fp32 under CPU bf16 autocast: its logits equal the fp32 module's exactly."
+    from disentbook.nets import MLPDiscriminator
+    d, z = MLPDiscriminator(10, hidden=64, depth=3), torch.randn(32, 10)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        inside = d(z.bfloat16())
+    assert inside.dtype == torch.float32 and torch.equal(inside, d(z.bfloat16().float()))

@@ -146,7 +146,7 @@ def stage_precision(clock: Clock) -> str:
     for m in BP.METHODS:
         for seed in BP.SEEDS:
             for prec in ("fp32", "bf16"):
-                if (BP.RUNS / m / prec / f"seed{seed}" / "result.json").is_file(): continue
+                if any((r["method"], r["precision"], r["seed"]) == (m, prec, seed) for r in BP.collect()): continue
                 clock.wait_while_paused()
                 # a run (1,500 steps, about two chunks) is not checkpointed mid-way: start it only if it fits
                 if not clock.fits(1.5 * last): BP.write(BP.compare(BP.collect())); return "partial"
