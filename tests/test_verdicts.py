@@ -87,13 +87,13 @@ def test_degenerate_cells_keep_the_null_calibrated():
 
 
 def test_power_of_claims_that_need_most_parts():
-    "A need='most' claim gets a power against the paper's effect: P(more than half the parts hold), each at alpha m / k."
+    "A need='most' claim gets a power against the paper's effect: P(more than half the parts hold), each at alpha / (k - m + 1)."
     rows = {"A": dict(m0=0.60, m1=0.60, m2=0.60, m0_std=0.05, m1_std=0.05, m2_std=0.05),
             "B": dict(m0=0.50, m1=0.58, m2=0.40, m0_std=0.05, m1_std=0.05, m2_std=0.05)}
     c = H.Claim("t", *[f"A > B on m{i}" for i in range(3)], need="most")
     j = H.judge_claim(c, V.paper_seeds(rows, 5), "paper", rows)
     assert j["power"] is not None and 0.0 < j["power_bound"] <= j["power"] <= 1.0
-    lv = V.ALPHA * 2 / 3                                                  # m = 2 of k = 3, each at alpha m / k
+    lv = V.ALPHA / 2                                                      # m = 2 of k = 3, each at alpha / (k - m + 1)
     pw = [V.power(0.60 - rows["B"][f"m{i}"], 0.05, 0.05, 5, 5, lv) for i in range(3)]
     assert j["power"] == pytest.approx(V.power_at_least(pw, 2)[0])
     rng = np.random.default_rng(12)                                       # the same by simulating the judge's tests
@@ -154,3 +154,46 @@ def test_power_at_the_papers_effects_is_printed():
             j = H.judge_claim(c, V.paper_seeds(pv, n), "paper", pv)
             if j["power"] is not None: assert 0.0 <= j["power"] <= 1.0
             print(f"{name} n={n}: power {'—' if j['power'] is None else round(j['power'], 2)}  {c.text[:60]}")
+
+
+@pytest.mark.parametrize("n", [3, 5])
+@pytest.mark.parametrize("k", [3, 5, 7, 12, 24])
+def test_most_claims_hold_their_level_under_the_least_favourable_null(n, k):
+    """'most' of k parts (m = k // 2 + 1): with m - 1 parts strongly true and the other k - m + 1 null, the claim's false
+    holds stay <= 5 % (the partial-conjunction test); the earlier rule, each part at alpha m / k and counted, did not."""
+    rng = np.random.default_rng(100 * n + k)
+    m, S = V.most_needed(k), 4000
+    shift = np.where(np.arange(k) < m - 1, 5.0, 0.0)[None, :, None]
+    r = V.welch(rng.normal(shift, 1.0, (S, k, n)), rng.normal(0.0, 1.0, (S, k, n)))
+    ph = np.sort(r["p_holds"], -1)[:, m - 1] * (k - m + 1)                  # partial_conjunction's p_holds, vectorised
+    assert V.partial_conjunction(r["p_holds"][0], r["p_fails"][0], m)[0] == pytest.approx(min(1.0, ph[0]))
+    rate, se = np.mean(ph < V.ALPHA), math.sqrt(0.05 * 0.95 / S)
+    old = np.mean(((r["p_holds"] * k / m) < V.ALPHA).sum(-1) >= m)
+    print(f"n={n}, k={k}, m={m}: false holds {rate:.4f} ± {se:.4f} (earlier rule {old:.4f})")
+    assert rate <= V.ALPHA + 2 * se
+
+
+def test_most_keeps_m_of_the_claims_parts_and_says_how_many_were_checked():
+    "m is fixed by the claim: 'most of 4' needs 3 even when one part cannot be checked; fewer than m checked: not checked."
+    good = {"A": {f"m{i}": [0.9, 0.91, 0.92] for i in range(4)}, "B": {f"m{i}": [0.1, 0.11, 0.12] for i in range(4)}}
+    c = H.Claim("t", *[f"A > B on m{i}" for i in range(4)], need="most")
+    j = H.judge_claim(c, good, "quick")
+    assert j["verdict"] == H.HOLDS and j["need_m"] == 3 and j["checked"] == 4
+    part = {r: {k: v for k, v in m.items() if k != "m3"} for r, m in good.items()}          # one part not checked
+    j = H.judge_claim(c, part, "quick")
+    assert j["verdict"] == H.HOLDS and j["checked"] == 3 and j["need_m"] == 3
+    two = {r: {k: v for k, v in m.items() if k in ("m0", "m1")} for r, m in good.items()}    # 2 of 4 checked, 3 needed
+    j = H.judge_claim(c, two, "quick")
+    assert j["verdict"] == H.NOT_CHECKED and "only 2 of its 4 parts could be checked; it needs 3" in j["why"]
+    assert any("3 of its 4 parts must hold" in l and "3 of 4 parts checked" in l
+               for l in H.claim_lines([H.judge_claim(c, part, "quick")]))
+
+
+def test_a_nan_seed_makes_the_part_not_checked_and_names_the_seed():
+    res = {"A": dict(m=[0.9, float("nan"), 0.92]), "B": dict(m=[0.1, 0.11, 0.12])}
+    j = H.judge_claim(H.Claim("t", "A > B on m"), res, "quick", seeds=[4, 5, 6])
+    assert j["verdict"] == H.NOT_CHECKED and j["parts"][0]["numbers"] == "not checked: A: seed 5 gave NaN"
+    res["A"]["m"][1] = float("inf")
+    j = H.judge_claim(H.Claim("t", "B < A on m"), res, "quick")
+    assert j["parts"][0]["numbers"] == "not checked: A: seed #2 gave inf"
+    assert H.judge_claim(H.Claim("t", "B < 0.5 on m"), res, "quick")["verdict"] == H.HOLDS    # the NaN row is not in it

@@ -32,7 +32,7 @@ __all__ = ['SCALE_ORDER', 'PAPERS', 'CURVE', 'CURVE_LENGTHS', 'HARNESS_OPTIONS',
 
 # %% ../../nbs/08_harness.ipynb #208e9398
 from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
-                                       all_of, any_of, band_test, compare, holm, learned_rows, paper_seeds, power, power_at_least, seed_stats, degenerate_cell,
+                                       all_of, any_of, band_test, compare, holm, learned_rows, most_needed, paper_seeds, partial_conjunction, power, power_at_least, seed_stats, degenerate_cell,
                                        verdict, welch, within)
 SCALE_ORDER = ("smoke", "quick", "cpu", "gpu", "paper")
 
@@ -134,12 +134,28 @@ def _reduce(ph, pf, pw, how):
     pw = [x for x in pw if x is not None and math.isfinite(x)]
     return float(h), float(f), ((min(pw) if how == "all" else max(pw)) if pw else None)
 
-def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: float = ALPHA, floor: float = 0.0) -> dict:
+def _part_rows(part: dict) -> list[str]:
+    return [r for side in ("lhs", "rhs") if side in part for r in part[side].get("rows", [])]
+
+def _bad_seed(part: dict, at: dict, seeds=None) -> str:
+    "'ROW: seed K gave NaN' for the first non-finite seed value of a row the part compares ('' when there is none)."
+    for r in _part_rows(part):
+        v = np.asarray(at.get(r, []), dtype=np.float64).ravel()
+        for i, x in enumerate(v):
+            if not math.isfinite(x):
+                name = f"seed {seeds[i]}" if seeds is not None and i < len(seeds) else f"seed #{i + 1}"
+                return f"{r}: {name} gave {'NaN' if math.isnan(x) else 'inf'}"
+    return ""
+
+def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: float = ALPHA, floor: float = 0.0,
+               seeds=None) -> dict:
     """Verdict, test, p-values and numbers of one parsed part on `results` = {row: {metric: seed values}}; `paper`
-    ({row: {metric, metric_std}}) gives the bands and the power against the paper's own effect."""
+    ({row: {metric, metric_std}}) gives the bands and the power against the paper's own effect. A row with a NaN or
+    infinite seed value makes the part 'not checked', naming the seed (`seeds`: the seed numbers, in the values' order)."""
     metric = part["metric"]
     at = {r: m[metric] for r, m in results.items() if metric in m and len(m[metric])}
     base = dict(part=part["text"], p_holds=1.0, p_fails=1.0, power=None, test="", rows=[])
+    if bad := _bad_seed(part, at, seeds): return base | dict(verdict=NOT_CHECKED, numbers=f"not checked: {bad}")
     if part["kind"] == "within":
         row = part["lhs"]["rows"][0]
         if row not in at: return base | dict(verdict=NOT_CHECKED, numbers=f"{row} not trained")
@@ -176,16 +192,22 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
                        rows=[r for r in (part["lhs"].get("rows", []) + part["rhs"].get("rows", []))])
 
 def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict | None = None, learned: dict | None = None,
-                floors: dict | None = None, alpha: float = ALPHA) -> dict:
+                floors: dict | None = None, alpha: float = ALPHA, seeds=None) -> dict:
     """Verdict of `claim` at `scale` with per-part tests: every part must hold (intersection-union) and a part fails after
-    Holm's correction across the parts (`need='most'`: more than half, m of k, hold / fail, each at level α m / k). A scale below
-    `claim.min_scale` is 'not tested at this scale'; a row that did not learn (`learned` = `verdicts.learned_rows`) makes
-    it 'not tested: model did not learn'."""
-    parts = [judge_part(p, results, paper, alpha, (floors or {}).get(p["metric"], 0.0)) for p in claim.parts]
+    Holm's correction across the parts (`need='most'`: m = more than half of the claim's k parts must hold, a
+    partial-conjunction test with each part at α / (k − m + 1); it fails when k − m + 1 parts fail, each at α / m). A
+    scale below `claim.min_scale` is 'not tested at this scale'; a row that did not learn (`learned` =
+    `verdicts.learned_rows`) makes it 'not tested: model did not learn'. `seeds` names the seeds of a NaN value."""
+    parts = [judge_part(p, results, paper, alpha, (floors or {}).get(p["metric"], 0.0), seeds) for p in claim.parts]
     live = [p for p in parts if p["verdict"] != NOT_CHECKED]
     out = dict(claim=claim.text, table=claim.table, source=claim.source, ours=claim.ours, paper_note=claim.paper_note,
                parts=parts, note="", p_holds=1.0, p_fails=1.0, power=None, need=claim.need, not_learned=[])
-    if not live or (claim.need == "all" and len(live) < len(parts)): v = NOT_CHECKED
+    k, m = len(parts), most_needed(len(parts))
+    if claim.need == "most":
+        out["need_m"], out["checked"] = m, len(live)
+    if not live or (claim.need == "all" and len(live) < len(parts)) or (claim.need == "most" and len(live) < m):
+        v = NOT_CHECKED
+        if claim.need == "most" and live: out["why"] = f"only {len(live)} of its {k} parts could be checked; it needs {m}"
     else:
         ph, pf = np.array([p["p_holds"] for p in live]), np.array([p["p_fails"] for p in live])
         hpf = holm(pf)
@@ -195,16 +217,15 @@ def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict |
             v = verdict(h, f, alpha)
             pws = [p["power"] for p in live]
             out["power"] = min(pws) if pws and all(x is not None for x in pws) else None
-        else:
-            m = len(live) // 2 + 1                                      # 'most': at least m of the parts, each at alpha m / k
-            hph, hpf = np.minimum(1.0, ph * len(live) / m), np.minimum(1.0, pf * len(live) / m)
-            nh, nf = int((hph < alpha).sum()), int((hpf < alpha).sum())
-            h, f = float(np.sort(hph)[len(live) // 2]), float(np.sort(hpf)[len(live) // 2])
-            v = HOLDS if nh > len(live) / 2 else FAILS if nf > len(live) / 2 else INCONCLUSIVE
-            lv = alpha * m / len(live)                                  # each part's power at its own level
+        else:                                                           # 'most': m of the claim's k parts (fixed)
+            missing = k - len(live)                                     # parts not checked enter with p = 1
+            h, f = partial_conjunction([*ph, *[1.0] * missing], [*pf, *[1.0] * missing], m)
+            hph, hpf = np.minimum(1.0, ph * (k - m + 1)), np.minimum(1.0, pf * m)      # each part at its own level
+            v = verdict(h, f, alpha)
+            lv = alpha / (k - m + 1)                                    # each part's power at its own level
             pws = [judge_part(q, results, paper, lv, (floors or {}).get(q["metric"], 0.0))["power"]
                    for q, p in zip(claim.parts, parts) if p["verdict"] != NOT_CHECKED]
-            if pws and all(x is not None for x in pws): out["power"], out["power_bound"] = power_at_least(pws, m)
+            if not missing and pws and all(x is not None for x in pws): out["power"], out["power_bound"] = power_at_least(pws, m)
         for p, a, b in zip(live, hph, hpf):
             p["p_holds_adj"], p["p_fails_adj"] = float(a), float(b); p["verdict"] = verdict(a, b, alpha)
         out.update(p_holds=h, p_fails=f)
@@ -951,7 +972,8 @@ def _claims(ctx) -> list[dict]:
             j = judge_claim(c, {}, "paper")
             j.update(verdict=NOT_CHECKED, parts=[], why=f"{t.name} not run ({ctx.skipped.get(t.name, 'not in this call')})")
         else:
-            j = judge_claim(c, ctx.values(t.name), ctx.scale, paper, _learned(ctx, t), {m.key: m.floor() for m in t.metrics})
+            j = judge_claim(c, ctx.values(t.name), ctx.scale, paper, _learned(ctx, t), {m.key: m.floor() for m in t.metrics},
+                            seeds=ctx.seeds)
         if paper and not c.ours:                                        # the same judge on the paper's own table
             j["on_paper"] = judge_claim(c, paper_seeds(paper, 5), "paper", paper)["verdict"]
         out.append(j | dict(table=t.name))
@@ -1050,7 +1072,11 @@ def claim_lines(claims: list[dict]) -> list[str]:
         p = c["p_holds"] if v == HOLDS else c["p_fails"] if v == FAILS else min(c["p_holds"], c["p_fails"])
         pw = "—" if c.get("power") is None else f"{c['power']:.2f}"
         if c.get("power_bound") is not None: pw += f" (parts taken as independent; at least {c['power_bound']:.2f} whatever their dependence)"
-        L.append(f"    - test: {'every part must hold, Holm across parts' if c.get('need') == 'all' else 'more than half of the parts must hold, each at level α·m/k'}"
+        k = len(c["parts"])
+        test = ("every part must hold, Holm across parts" if c.get("need") != "most" else
+                f"at least {c.get('need_m', k // 2 + 1)} of its {k} parts must hold (partial conjunction, each part at "
+                f"α/{k - c.get('need_m', k // 2 + 1) + 1}); {c.get('checked', k)} of {k} parts checked")
+        L.append(f"    - test: {test}"
                  f"; p = {_p(p)}; n = {c.get('n', 0)} seeds per row; power against the paper's effect: {pw}")
         for q in c["parts"]:
             qp = "" if q.get("power") is None else f"; power {q['power']:.2f}"

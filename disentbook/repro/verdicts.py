@@ -14,7 +14,8 @@ from ..core import InputError
 # %% auto #0
 __all__ = ['ALPHA', 'HOLDS', 'FAILS', 'INCONCLUSIVE', 'NOT_TESTED', 'NOT_CHECKED', 'NOT_LEARNED', 'BOUNDS', 'NO_SPREAD',
            'RULE_TEXT', 'seed_stats', 'degenerate_cell', 'welch', 'verdict', 'compare', 'permutation_p', 'holm',
-           'all_of', 'any_of', 'band_test', 'within', 'power', 'power_at_least', 'Gate', 'learned_rows', 'paper_seeds']
+           'all_of', 'any_of', 'most_needed', 'partial_conjunction', 'band_test', 'within', 'power', 'power_at_least',
+           'Gate', 'learned_rows', 'paper_seeds']
 
 # %% ../../nbs/08a_verdicts.ipynb #fda68503
 ALPHA = 0.05
@@ -123,6 +124,20 @@ def any_of(p_holds, p_fails) -> tuple:
     pf, ph = all_of(p_fails, p_holds)
     return ph, pf
 
+# %% ../../nbs/08a_verdicts.ipynb #e2106bb2
+def most_needed(k: int) -> int:
+    "How many of a 'most' claim's k parts must hold: more than half, fixed by the claim (not by the parts that could be checked)."
+    return k // 2 + 1
+
+def partial_conjunction(p_holds, p_fails, m: int) -> tuple[float, float]:
+    """p-values of 'at least m of these k parts hold' and of its negation, 'at least k - m + 1 parts fail' (a
+    partial-conjunction test, Bonferroni-combined): (k - m + 1) p_(m) and m p'_(k-m+1), the j-th smallest p-values. Parts
+    that could not be checked enter with p = 1. Level α whatever the parts' dependence: under the least favourable null
+    (m - 1 parts true) the claim holds only if one of the k - m + 1 null parts reaches α / (k - m + 1)."""
+    ph, pf = np.sort(np.asarray(p_holds, float)), np.sort(np.asarray(p_fails, float)); k = len(ph)
+    if not 1 <= m <= k: raise InputError(f"partial_conjunction: expected 1 <= m <= {k}, got m = {m}")
+    return float(min(1.0, (k - m + 1) * ph[m - 1])), float(min(1.0, m * pf[k - m]))
+
 # %% ../../nbs/08a_verdicts.ipynb #080a6f24
 def band_test(values, lo: float, hi: float, floor: float = 0.0) -> dict:
     "Equivalence test of 'the mean of `values` lies in [lo, hi]': p_holds (TOST), p_fails (outside, Bonferroni)."
@@ -222,7 +237,10 @@ RULE_TEXT = (f"Every cell is the mean ± standard deviation over the seeds (n). 
              f"and with no spread on either side the comparison is inconclusive): it holds "
              f"when p < {ALPHA:g}, fails when the opposite direction has p < {ALPHA:g}, and is inconclusive otherwise (always "
              "with one seed). A claim of several parts holds when every part holds and fails when a part fails after Holm's "
-             "correction across its parts; 'A > max(B, C, ...)' is A tested against every other row. A band (within ± of the "
+             "correction across its parts; a claim that needs most of its k parts (m, more than half of k, fixed by the claim) "
+             "holds when m parts hold, each at level α/(k − m + 1), and fails when k − m + 1 parts fail, each at α/m (a "
+             "partial-conjunction test; a part not checked counts as not holding); a part whose row has a NaN or infinite "
+             "seed value is not checked; 'A > max(B, C, ...)' is A tested against every other row. A band (within ± of the "
              "paper) holds when both one-sided tests put the mean inside it. Power: the probability that the test finds the "
              "paper's own effect (its means and standard deviations, 10 % where it prints none) with our seeds (a claim that needs most of its parts: the "
              "probability that more than half of them hold, the parts taken as independent). A claim resting "
