@@ -171,3 +171,12 @@ def test_paper_curves_give_the_cpu_scale_its_length_and_plan(tiny, monkeypatch, 
     text = plan_text(p)
     assert "hours" in text and "aim: 2 hours" in text and "Table 2" in text          # the other tables: not run, and why
     assert cli(["reproduce", "invariance", "--scale", "cpu", "--plan"]) == 0
+    # the same curves set the gpu scale's length (as many images at its batch size); over its budget the budget gives
+    g = H.scale_config(H.PAPERS["invariance"], "gpu")
+    qb, gb = quick["train"]["batch_size"], g["train"]["batch_size"]
+    assert g["train"]["steps"] == -(-e["steps"] * qb // gb) and "learning curves" in g["length"]["why"]
+    from disentbook.repro.plan import check_budget
+    gp = plan("invariance", "gpu")
+    assert gp["length"]["steps"] == g["train"]["steps"] and "the scale's own plan was" in plan_text(gp)
+    check_budget(dict(gp, minutes=1e9))                                  # a length the curves chose: never cut to the budget
+    with pytest.raises(InputError, match="over its budget"): check_budget(dict(gp, minutes=1e9, length=None))

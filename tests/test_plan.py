@@ -17,7 +17,7 @@ def test_committed_table_holds_the_issue_anchors_marked_as_such():
     t = P.load_throughput()
     assert t["path"].endswith("benchmarks/throughput.json") and t["device"]
     if not t["measured"]:                      # until bench_gpu.py has run on a GPU: the issue's figures, said so
-        assert t["source"] == P.ISSUE_ANCHOR == "from issue 22, not measured here"
+        assert t["source"] == P.ISSUE_ANCHOR == "the planning anchors, not measured here"
         got = {(r["mode"], r["group_size"]): r["images_per_s"] for r in t["rows"]}
         assert got == {("eager", 1): 12463, ("captured_single", 1): 51449, ("captured_ensemble", 8): 54197,
                        ("captured_ensemble", 32): 125802}

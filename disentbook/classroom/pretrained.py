@@ -75,7 +75,7 @@ def pretrained(name: str, device=None, root=None) -> torch.nn.Module:
     return model.to(torch.device(device) if device is not None else "cpu").eval()
 
 # %% ../../nbs/07a_pretrained.ipynb #56048dd7
-INVARIANCE_BAR = 0.6     # the invariance model's gate: average accuracy of z_p above this (issue 23: "well above 0.43")
+INVARIANCE_BAR = 0.6     # the invariance model's gate: average accuracy of z_p above this ("well above 0.43")
 EVALUATIONS = {
     "dsprites": dict(kind="ground_truth", data=dict(source="procedural"), metrics=["mig", "dci", "factor_vae"], seed=0,
                      num_points=600, num_test=300,
@@ -246,7 +246,7 @@ GATES = {                  # evaluation kind -> checks: metric op ref (a metric 
              p="gate/p_e_below_mean/probe_test",
              text="its style probe from e beats the mean predictor (the paper's gate; MAE; paired t test over 20 chunks)"),
         dict(metric="refvae/avg_mae_e/probe_test", op="<", ref="refvae/avg_mae_z/probe_test", p="gate/p_e_below_z/probe_test",
-             text="the style is in e: the probe from e beats the probe from z (issue 23; the paper's Section 5.3; paired t "
+             text="the style is in e: the probe from e beats the probe from z (the paper's Section 5.3; paired t "
                   "test over 20 chunks)"),
         dict(metric="refvae/avg_mae_e/probe_test", op="<", ref="gate/untrained_mae_e_min/probe_test",
              p="gate/p_e_below_untrained/probe_test",
@@ -255,9 +255,9 @@ GATES = {                  # evaluation kind -> checks: metric op ref (a metric 
                   "paired t test over 20 chunks)")),
     "invariance": (
         dict(metric="invariance/avg_acc/z_p", op=">", ref=INVARIANCE_BAR, p="gate/p_above_bar/z_p",
-             text=f"z_p classifies the test digits well above chance (the paper's gate: 0.1; issue 23: well above the "
-                  f"0.43 of the 900-step model): average accuracy above {INVARIANCE_BAR:g} (one-sided binomial test on the "
-                  "3,000 test images, unseen background colours)"),
+             text=f"z_p classifies the test digits well above chance (the paper's gate: 0.1; here well above the "
+                  f"0.43 of the former 900-step model): average accuracy above {INVARIANCE_BAR:g} (one-sided binomial test on "
+                  "the 3,000 test images, unseen background colours)"),
         dict(metric="invariance/worst_acc_train/z_p", op=">", ref="invariance/chance_acc/z_p",
              p="gate/p_worst_train_above_chance/z_p",
              text="z_p classifies every group of its training distribution above chance (the paper's gate; worst-group "
@@ -334,7 +334,7 @@ def pretrained_table(root=None):
         at = [r for r in c.get("curve", []) if r["steps"] == c["train"]["steps"]]
         if at: row["MIG (10k fresh)"] = round(at[0]["mig"], 3)     # the learning curve's value at the shipped length
         row.update({label: round(c["metrics"][k], 3) for k, label in keys.items() if k in c.get("metrics", {})})
-        if "gate" in c: row["gate"] = "passed" if c["gate"]["passed"] else "FAILED"      # the three gated models (issue 23)
+        if "gate" in c: row["gate"] = "passed" if c["gate"]["passed"] else "FAILED"      # the three gated models
         rows.append(row)
     return pd.DataFrame(rows)
 

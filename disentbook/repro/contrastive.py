@@ -275,7 +275,7 @@ def contrastive_claims(ctx) -> list[Claim]:
     return out
 
 # "Did it learn": an untrained network of this architecture already clusters the digits in s above chance (CA_s 26-33 %
-# against chance about 15 %, measured on three untrained networks for the pretrained model's card, issue 23), so the
+# against chance about 15 %, measured on three untrained networks for the pretrained model's card), so the
 # clustering gate alone cannot tell a trained model from an untrained one; the model must also reconstruct held-out
 # targets better than the training targets' mean image does (what an untrained decoder cannot).
 GATES = (Gate("rec_error_x", "<", "mean_image_error_x", "reconstructs held-out targets better than the training targets' "

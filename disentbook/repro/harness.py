@@ -341,6 +341,15 @@ def scale_config(paper: Paper, scale: str) -> dict:
             raise InputError(f"{paper.name} at scale {scale!r}: its training length comes from learning curves this "
                              f"package has not measured yet (in a source checkout: tools/campaign.py --stage curves-{paper.name})")
         cfg["train"]["steps"] = got["steps"]
+    got = curve_lengths(paper.name) if scale == "gpu" and "quick" in paper.scales else None
+    if got and isinstance(got.get("steps"), int) and "steps" in cfg["train"]:
+        # the gpu scale trains as many images as the curves (measured at quick's batch size) chose, whatever its budget
+        qb, gb = int(paper.scales["quick"]["train"]["batch_size"]), int(cfg["train"]["batch_size"])
+        steps = -(-got["steps"] * qb // gb)
+        cfg["length"] = dict(steps=steps, planned=cfg["train"]["steps"], why=(
+            f"the learning curves of the headline rows chose {got['steps']:,} steps of batch {qb}: {steps:,} steps of batch "
+            f"{gb} see as many images"))
+        cfg["train"]["steps"] = steps
     missing = [k for k in ("seeds", "train") if k not in cfg] + [k for k in ("batch_size", "log_every") if k not in cfg.get("train", {})]
     if missing: raise InputError(f"{paper.name} scale {scale!r} lacks {', '.join(missing)}")
     if int(cfg["seeds"]) < 1: raise InputError(f"{paper.name} scale {scale!r}: seeds must be >= 1, got {cfg['seeds']}")

@@ -169,15 +169,15 @@ RC = tuple(Metric(f"{k}_{t}", f"{k.split('_')[0]} {a:+g}°", tol="±0.05" if k =
 DIS = tuple(Metric(k, k, tol="±0.1") for k in ("MIG", "SAP", "IRS", "FVAE", "DCI"))
 _big = lambda ctx: ctx.scale == "paper" or (ctx.scale == "gpu" and "shapes3d" in ctx.cfg)   # gpu: only if its entry trains them
 _not_quick = lambda ctx: ctx.scale != "quick"
-_rotation = lambda ctx: _not_quick(ctx) and ctx.cfg.get("rotation", True)                 # gpu sets rotation=False (issue 22)
-_schemes = lambda ctx: _not_quick(ctx) and ctx.cfg.get("schemes", True)                   # gpu sets schemes=False (issue 22)
+_rotation = lambda ctx: _not_quick(ctx) and ctx.cfg.get("rotation", True)                 # gpu sets rotation=False (its budget)
+_schemes = lambda ctx: _not_quick(ctx) and ctx.cfg.get("schemes", True)                   # gpu sets schemes=False (its budget)
 _NOTE_ROT = ("quick runs the core table only (Colored-MNIST) to stay within 20 minutes on 2 CPU cores, and gpu leaves the "
-             "Rotation-Colored-MNIST tables to the paper scale to fit issue 22's 20-minute budget; this table runs at smoke "
+             "Rotation-Colored-MNIST tables to the paper scale to fit its 20-minute budget; this table runs at smoke "
              "and paper scale")
 _NOTE_QUICK = ("quick runs the core table only (Table 1, Colored-MNIST, 3 seeds) to stay within 20 minutes on 2 CPU cores; "
                "this table runs at smoke, gpu and paper scale")
 _paper_only = lambda ctx: ctx.scale == "paper"
-_NOTE3D = ("3dShapes tables run at paper scale (gpu leaves them out to fit issue 22's 20-minute budget; 64×64 models; the "
+_NOTE3D = ("3dShapes tables run at paper scale (gpu leaves them out to fit its 20-minute budget; 64×64 models; the "
            "official 3dshapes.h5 when it is in the data directory, else the procedural stand-in, numbers not comparable)")
 _NOISE_INV = ("the paper prints one number per cell and no standard deviation; with ±10 % per cell (accuracies near 0.9: "
               "±0.09) its gaps of a few hundredths are within noise, so its own table leaves this inconclusive")
@@ -208,7 +208,7 @@ INVARIANCE_SCALES = {
     "quick": dict(seeds=3, train=dict(steps=1500, batch_size=32, log_every=100, lr=1e-3), model=dict(latent_dim=20, hidden=256),
                   eval=dict(_EV, n_probe=3000, n_test=3000)),
     "gpu": dict(seeds=5, train=dict(steps=4800, batch_size=64, log_every=250), model=dict(latent_dim=20, hidden=256), eval=_EV,
-                rotation=False, schemes=False),   # Table 1 on Colored-MNIST only: the rest left to paper (issue 22 budget)
+                rotation=False, schemes=False),   # Table 1 on Colored-MNIST only: the rest left to paper (its budget)
     "paper": dict(seeds=5, train=dict(steps=40_000, batch_size=64, log_every=500), model=dict(latent_dim=20, hidden=256), eval=_EV,
                   shapes3d=dict(train=dict(steps=300_000, batch_size=64, log_every=1000)),
                   shapes3d_inv=dict(train=dict(steps=40_000, batch_size=64, log_every=500)),

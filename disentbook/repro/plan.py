@@ -21,7 +21,7 @@ __all__ = ['ISSUE_ANCHOR', 'THROUGHPUT_FILE', 'ANCHORS', 'MODES', 'GPU_BUDGET_MI
            'OverBudgetError', 'budget_minutes', 'cpu_plan', 'cpu_plan_text', 'plan', 'plan_text', 'check_budget']
 
 # %% ../../nbs/08b_plan.ipynb #bb70a5f7
-ISSUE_ANCHOR = "from issue 22, not measured here"
+ISSUE_ANCHOR = "the planning anchors, not measured here"
 THROUGHPUT_FILE = "benchmarks/throughput.json"
 # The issue's four anchor figures (conv64 β-VAE, 64×64 dSprites, batch 64, one H100): the table used when no
 # `benchmarks/throughput.json` can be found (an installed package without the checkout).
@@ -173,7 +173,7 @@ def _steps(g: dict) -> int:
     return int(H.train_config(cfg, int(j["seed"]), "cpu", data, progress=False).steps)
 
 # %% ../../nbs/08b_plan.ipynb #4d381e70
-GPU_BUDGET_MINUTES = 20.0                      # the five papers' `gpu` scales together, on one H100 (issue 22)
+GPU_BUDGET_MINUTES = 20.0                      # the five papers' `gpu` scales together, on one H100 (a 30-minute GPU slot)
 GPU_SHARES = dict(dipvae=4.0, tcwae=4.5, contrastive=4.5, refvae=3.0, invariance=4.0)   # their shares: 20 minutes
 OTHER_GPU_BUDGETS = dict(vae=2.0)              # the β-VAE baseline beside the five papers
 STAGE_MINUTES = 9.0                            # one campaign stage (tools/gpu_campaign.py); a paper without a share
@@ -250,6 +250,7 @@ def plan(name: str, scale: str = "gpu", seed: int = 0, throughput=None, device: 
                            why=g.get("why") or "", family=fam, images_per_s=r, rate_source=src, seconds=images / r))
     seconds = sum(g["seconds"] for g in groups)
     return dict(paper=name, scale=scale, runs=len(jobs), groups=groups, images=sum(g["images"] for g in groups),
+                length=H.scale_config(paper, scale).get("length"),
                 seconds=seconds, minutes=seconds / 60, budget_minutes=budget_minutes(name, scale), skipped=skipped,
                 device=table["device"], measured=bool(table.get("measured")), source=table.get("source", ""),
                 table=table.get("path", "built-in anchors"))
@@ -267,18 +268,23 @@ def plan_text(p: dict) -> str:
                  f"{g['batch_size']:>5} {g['images']:>12,}  {g['plan_mode']:<18} {g['images_per_s']:>9,.0f} {g['seconds'] / 60:>7.2f}")
         L.append(f"     rows: {', '.join(g['rows'])}; rate: {g['rate_source']}" + (f"; why: {g['why']}" if g["why"] else ""))
     L += ["", f"total: {p['images']:,} images, {p['minutes']:.1f} device minutes (training only; evaluation not included)"]
+    if p.get("length"):
+        L.append(f"length: {p['length']['steps']:,} steps ({p['length']['why']}; the scale's own plan was "
+                 f"{p['length']['planned']:,})")
     if p["budget_minutes"] is not None:
         L.append(f"budget: {p['budget_minutes']:g} minutes on one H100 "
-                 + (f"({p['paper']}'s share of the five papers' {GPU_BUDGET_MINUTES:g} minutes, issue 22)"
-                    if p["paper"] in GPU_SHARES else "(issue 22)")
-                 + (": within it" if p["minutes"] <= p["budget_minutes"] else ": OVER"))
+                 + (f"({p['paper']}'s share of the five papers' {GPU_BUDGET_MINUTES:g} minutes in one GPU slot)"
+                    if p["paper"] in GPU_SHARES else "(one stage of a GPU slot)")
+                 + (": within it" if p["minutes"] <= p["budget_minutes"] else
+                    ": OVER, because the learning curves ask for that length: the budget gives, not the length"
+                    if p.get("length") else ": OVER"))
     for t, why in p["skipped"].items(): L.append(f"not run at this scale: {t}: {why}")
     return "\n".join(L)
 
 def check_budget(p: dict):
     "Raise `OverBudgetError` (one line, saying what to do) when a `gpu` plan exceeds its budget."
     b = p["budget_minutes"]
-    if b is None or p["minutes"] <= b: return
+    if b is None or p["minutes"] <= b or p.get("length"): return          # a length the curves chose is not cut to a budget
     raise OverBudgetError(
         f"{p['paper']} at scale gpu needs {p['minutes']:.1f} device minutes by the throughput table ({p['table']}), over its "
         f"budget of {b:g}: lower the steps or move rows to the paper scale in the gpu entry of its reproduction notebook "
