@@ -132,11 +132,14 @@ def test_the_models_stage_packages_the_chosen_length(tiny, monkeypatch):
 
 
 def test_a_dsprites_curve_stops_once_flat(tiny):
-    "The early-stop rule: STOP_AFTER measured lengths after the one choose_length picks, none improving MIG by FLAT."
-    rows = lambda *migs: [dict(steps=s, mig=m) for s, m in zip(D.LENGTHS if len(D.LENGTHS) > 3 else (1, 2, 3, 4, 5), migs)]
+    """The early-stop rule: STOP_AFTER measured lengths after the one choose_length picks, none improving MIG by FLAT, the
+    longest at least half the longest length of the list (the fixture's list: (10,), so from 5 steps on)."""
+    rows = lambda *migs, at=(2, 4, 6, 8, 10): [dict(steps=s, mig=m) for s, m in zip(at, migs)]
+    assert D.stop_from() == 5
     assert not D.stopped_flat([]) and not D.stopped_flat(rows(.1, .2))            # still rising
     assert not D.stopped_flat(rows(.2, .2))                                        # one length after the pick: go on
     assert D.stopped_flat(rows(.2, .21, .19)) and D.curve_done(rows(.2, .21, .19))
+    assert not D.stopped_flat(rows(.2, .21, .19, at=(1, 2, 3)))                    # flat, but not yet at half the list
     assert not D.stopped_flat(rows(.2, .21, .25)) and not D.curve_done(rows(.2, .21, .25))    # .25 - .2 > FLAT: go on
 
 

@@ -28,6 +28,9 @@ KL_ACTIVE = 0.01     # nats: a latent whose mean KL is below this carries nothin
 # STOP_AFTER longer lengths measured after it (none of which improved MIG by campaign.FLAT), the longer lengths are not
 # trained (declared with the rule, before the hidden-256 curves were measured)
 STOP_AFTER = 2
+# ... and never before half the longest length: MIG can rise late (the hidden-128 dip_vae_i curve: 0.072-0.085 up to
+# 7,500 steps, 0.111 at 20,000). Added after the hidden-256 dip_vae_i curve had stopped at 5,000 steps (MIG 0.016-0.028)
+def stop_from() -> int: return max(LENGTHS) // 2
 
 
 # ---------------------------------------------------------------- measurement along a run
@@ -129,8 +132,9 @@ def train_to(name: str, steps: int, clock: C.Clock) -> bool:
 
 
 def stopped_flat(rows: list[dict]) -> bool:
-    "Whether a curve has stopped by the early-stop rule (`STOP_AFTER` measured lengths after the one choose_length picks)."
-    if not rows: return False
+    """Whether a curve has stopped by the early-stop rule: `STOP_AFTER` measured lengths after the one choose_length picks,
+    the longest at least `stop_from()`."""
+    if not rows or max(r["steps"] for r in rows) < stop_from(): return False
     L, _ = C.choose_length(rows)
     return sum(r["steps"] > L for r in rows) >= STOP_AFTER
 

@@ -8,7 +8,8 @@ seconds per step and per evaluation for `--plan`).
 
 The headline rows are those the package's `cpu` scale trains (`cfg["only"]` of the paper's cpu scale: the rows of the
 headline claims); the runs take the `quick` scale's settings, which the `cpu` scale keeps apart from seeds and length. A
-curve stops early once flat: when the length `campaign.choose_length` picks has `STOP_AFTER` measured lengths after it.
+curve stops early once flat: when the length `campaign.choose_length` picks has `STOP_AFTER` measured lengths after it,
+the longest of them at least half the longest length of the list.
 
     python3 tools/paper_curves.py dipvae --budget 60m       # the same as `tools/campaign.py --stage curves-dipvae`
 
@@ -183,7 +184,7 @@ def stopped_flat(paper_name: str, rows: list[dict]) -> bool:
     "Whether a row's curve has stopped by the early-stop rule (`STOP_AFTER` measured lengths after the one chosen)."
     import campaign
     sc = _scored(paper_name, rows)
-    if not sc: return False
+    if not sc or max(r["steps"] for r in sc) < max(curve_spec(paper_name)[4]) // 2: return False    # never before half
     L, _ = campaign.choose_length(sc, key="_score", flat=FLAT[paper_name])
     return sum(r["steps"] > L for r in sc) >= STOP_AFTER
 
