@@ -210,9 +210,7 @@ FINDINGS = (
           f"{_I} < {_B60} on recon_error_per_pixel", f"{_B60} > {_I} on sap", table="Table 1",
           source=f"Table 1, 2D Shapes rows β-VAE β2 = 60 and DIP-VAE-I; {_S4}: 'DIP-VAE-I has a higher Z-diff score (98.7) and "
                  "almost an order of magnitude lower reconstruction error than β-VAE for β = 60 ... This is reflected in the "
-                 "higher SAP score of β-VAE for β = 60 than DIP-VAE-I'",
-          paper_note="the paper prints no standard deviations; with ±10 % per cell its Z-diff gap (98.7 vs 95.7) is within "
-                     "noise, so this part is inconclusive on the paper's own table (the SAP and reconstruction parts hold)"),
+                 "higher SAP score of β-VAE for β = 60 than DIP-VAE-I'"),
     Claim("(3) β-VAE with a large β (60) buys SAP over the VAE at the cost of much worse reconstruction",
           f"{_B60} > VAE on sap", f"{_B60} > VAE on recon_error_per_pixel", table="Table 1",
           note="the VAE itself is far from converged at this length, and β = 60 may have collapsed most latents",
@@ -237,20 +235,17 @@ def tradeoff_claim(ctx, budget: float = 1.5) -> Claim:
     return Claim(text, *parts, table="Figure 1", note="at this training length the families' trade-off curves overlap",
                  source=src, ours=True)
 
-_T2_NOTE = ("the paper prints one number per cell and no standard deviation; its gaps (0.2 to 3 points of accuracy) are "
-            "well inside ±10 % of ~80 %, so its own table does not establish this at that noise (the harness says inconclusive)")
-
 def dipvae_claims(ctx) -> list[Claim]:
     "Findings (1)-(3) on Table 1, (4) on the Figure 1 sweep, (5)-(6) on Table 2."
     others = "max(VAE, beta-VAE (beta=2), beta-VAE (beta=4), beta-VAE (beta=8))"
     src2 = "Table 2 (CelebA; DIP-VAE-I's λ_od not stated, Table 1's 2 used); Section 4: "
     t2 = Claim("(5, Table 2) DIP-VAE-I classifies most attributes better than VAE and every β-VAE (the paper: 10 of 12)",
                *[f"DIP-VAE-I (lambda_od=2) > {others} on {a}" for a in CELEBA_TABLE2_ATTRIBUTES], table="Table 2", need="most",
-               source=src2 + "'The proposed DIP-VAE outperforms both VAE and β-VAE for most attributes'", paper_note=_T2_NOTE)
+               source=src2 + "'The proposed DIP-VAE outperforms both VAE and β-VAE for most attributes'")
     t3 = Claim("(6, Table 2) β-VAE gets worse as β grows (β = 2 > 4 > 8 on most attributes)",
                *[f"beta-VAE (beta=2) > beta-VAE (beta=4) on {a}" for a in CELEBA_TABLE2_ATTRIBUTES],
                *[f"beta-VAE (beta=4) > beta-VAE (beta=8) on {a}" for a in CELEBA_TABLE2_ATTRIBUTES], table="Table 2", need="most",
-               source=src2 + "'The performance of β-VAE gets worse as β is increased further'", paper_note=_T2_NOTE)
+               source=src2 + "'The performance of β-VAE gets worse as β is increased further'")
     return [*FINDINGS, tradeoff_claim(ctx), t2, t3]
 
 GATES = (Gate("recon_error_per_pixel", "<", "mean_image_error_per_pixel",

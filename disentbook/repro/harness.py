@@ -21,14 +21,14 @@ from ..train import Trainer, TrainConfig, load_model, model_spec, read_checkpoin
 from ..eval.viz import history_figure, image_grid, kl_per_dim, save_figure, traversal_figure, traversal_images
 
 # %% auto #0
-__all__ = ['SCALE_ORDER', 'PAPERS', 'CURVE', 'CURVE_LENGTHS', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'VERDICT_TEXT',
-           'parse_tolerance', 'band', 'parse_part', 'Claim', 'judge_part', 'judge_claim', 'Metric', 'Table', 'Paper',
-           'register_paper', 'curve_lengths_path', 'curve_lengths', 'cpu_scale', 'scale_config', 'train_data',
-           'data_size', 'default_model', 'objective_params', 'build_objective', 'train_config', 'load_data', 'run_cfg',
-           'run_dir', 'run_settings', 'train_run', 'train_group', 'group_jobs', 'train_ensembles', 'Context',
-           'show_images', 'latent_order', 'traversal_panel', 'traversal_figures', 'library_scores', 'paper_lookup',
-           'cell_verdict', 'table_rows', 'table_markdown', 'prepare_out', 'release_out', 'reproduce', 'read_metrics',
-           'rejudge', 'claim_lines', 'register_reproduction']
+__all__ = ['SCALE_ORDER', 'POWER_SIMS', 'PAPERS', 'CURVE', 'CURVE_LENGTHS', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES',
+           'UNKNOWN_ON_PAPER', 'VERDICT_TEXT', 'parse_tolerance', 'band', 'parse_part', 'Claim', 'judge_part',
+           'claim_power', 'judge_claim', 'Metric', 'Table', 'Paper', 'register_paper', 'curve_lengths_path',
+           'curve_lengths', 'cpu_scale', 'scale_config', 'train_data', 'data_size', 'default_model', 'objective_params',
+           'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'train_run',
+           'train_group', 'group_jobs', 'train_ensembles', 'Context', 'show_images', 'latent_order', 'traversal_panel',
+           'traversal_figures', 'library_scores', 'paper_lookup', 'cell_verdict', 'table_rows', 'table_markdown',
+           'prepare_out', 'release_out', 'reproduce', 'read_metrics', 'rejudge', 'claim_lines', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #208e9398
 from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
@@ -113,7 +113,7 @@ def _items(side: dict, at: dict, paper: dict | None, metric: str) -> tuple[list 
         v = np.asarray(at[r], dtype=np.float64) * side["scale"] + side["shift"]
         p = (paper or {}).get(r, {}); pv, ps = p.get(metric), p.get(metric + "_std")
         pv = None if pv is None else pv * side["scale"] + side["shift"]
-        ps = None if pv is None else (0.1 * abs(pv) if ps is None or not math.isfinite(ps) else ps * side["scale"])
+        ps = None if pv is None or ps is None or not math.isfinite(ps) else ps * side["scale"]      # no std: unknown
         lab = (f"{side['scale']:g} × " if side["scale"] != 1 else "") + r + (f" {side['shift']:+g}" if side["shift"] else "")
         out.append((lab, v, False, pv, ps, degenerate_cell(at[r])))
     return out, ""
@@ -177,7 +177,8 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
         for ly, vy, ey, py, sy, gy in ys:
             r = welch(vx, vy, ex, ey, floor, degenerate=(gx, gy))
             ph.append(r["p_holds"]); pf.append(r["p_fails"])
-            pw.append(power(px - py, sx, sy, len(vx), len(vy), alpha, ex, ey) if px is not None and py is not None else None)
+            pw.append(power(px - py, sx, sy, len(vx), len(vy), alpha, ex, ey)
+                      if px is not None and py is not None and (ex or sx is not None) and (ey or sy is not None) else None)
             pairs.append(f"{lx} − {ly} = {r['d']:.3g}" + (f" (t = {r['t']:.2f}, df = {r['df']:.1f}, p = {r['p_holds']:.2g})"
                                                        if math.isfinite(r["t"]) and math.isfinite(r["df"]) else f" ({r.get('why') or 'no standard error'})"))
         PH.append(_reduce(ph, pf, pw, qy))
@@ -191,13 +192,40 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
     return base | dict(verdict=verdict(h, f, alpha), p_holds=h, p_fails=f, power=pw, test=test, n=n, numbers=numbers,
                        rows=[r for r in (part["lhs"].get("rows", []) + part["rhs"].get("rows", []))])
 
+POWER_SIMS = 400          # simulated reproductions per claim power (Monte Carlo standard error at most 0.025)
+
+def _cells(claim: Claim) -> list[tuple[str, str]]:
+    "The (row, metric) cells a claim's parts read."
+    return list(dict.fromkeys((r, p["metric"]) for p in claim.parts for r in _part_rows(p)))
+
+def claim_power(claim: Claim, paper: dict | None, n: int, floors: dict | None = None, alpha: float = ALPHA,
+                sims: int = POWER_SIMS, seed: int = 0) -> tuple[float | None, str]:
+    """(power, why): the share of `sims` reproductions in which this judge finds `claim` to hold when each row's `n` seeds
+    are drawn from the paper's own cell (normal, its mean and printed standard deviation) — the claim's structure, its
+    'max' sides, Holm, 'most' and bands included. None with the reason where a cell has no paper value or no printed
+    standard deviation (the power would rest on an assumed spread), or n < 2."""
+    if n < 2: return None, "one seed"
+    cells = _cells(claim)
+    for r, k in cells:
+        v, s = (paper or {}).get(r, {}).get(k), (paper or {}).get(r, {}).get(k + "_std")
+        if v is None or not math.isfinite(float(v)): return None, f"unknown: no paper value for {r} {k}"
+        if s is None or not math.isfinite(float(s)): return None, f"unknown: the paper prints no standard deviation for {r} {k}"
+    rng, hits = np.random.default_rng(seed), 0
+    for _ in range(sims):
+        res = {}
+        for r, k in cells: res.setdefault(r, {})[k] = list(rng.normal(float(paper[r][k]), float(paper[r][k + "_std"]), n))
+        hits += judge_claim(claim, res, "paper", paper, floors=floors, alpha=alpha, power=False)["verdict"] == HOLDS
+    return hits / sims, ""
+
 def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict | None = None, learned: dict | None = None,
-                floors: dict | None = None, alpha: float = ALPHA, seeds=None) -> dict:
+                floors: dict | None = None, alpha: float = ALPHA, seeds=None, power: bool = True) -> dict:
     """Verdict of `claim` at `scale` with per-part tests: every part must hold (intersection-union) and a part fails after
     Holm's correction across the parts (`need='most'`: m = more than half of the claim's k parts must hold, a
     partial-conjunction test with each part at α / (k − m + 1); it fails when k − m + 1 parts fail, each at α / m). A
     scale below `claim.min_scale` is 'not tested at this scale'; a row that did not learn (`learned` =
-    `verdicts.learned_rows`) makes it 'not tested: model did not learn'. `seeds` names the seeds of a NaN value."""
+    `verdicts.learned_rows`) makes it 'not tested: model did not learn'. `seeds` names the seeds of a NaN value. `power`:
+    the claim's power against the paper's own effect, simulated through this judge (`claim_power`; None with `power_why`
+    where the paper prints no standard deviation)."""
     parts = [judge_part(p, results, paper, alpha, (floors or {}).get(p["metric"], 0.0), seeds) for p in claim.parts]
     live = [p for p in parts if p["verdict"] != NOT_CHECKED]
     out = dict(claim=claim.text, table=claim.table, source=claim.source, ours=claim.ours, paper_note=claim.paper_note,
@@ -215,21 +243,16 @@ def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict |
             hph = ph
             h, f = float(ph.max()), float(hpf.min())
             v = verdict(h, f, alpha)
-            pws = [p["power"] for p in live]
-            out["power"] = min(pws) if pws and all(x is not None for x in pws) else None
         else:                                                           # 'most': m of the claim's k parts (fixed)
             missing = k - len(live)                                     # parts not checked enter with p = 1
             h, f = partial_conjunction([*ph, *[1.0] * missing], [*pf, *[1.0] * missing], m)
             hph, hpf = np.minimum(1.0, ph * (k - m + 1)), np.minimum(1.0, pf * m)      # each part at its own level
             v = verdict(h, f, alpha)
-            lv = alpha / (k - m + 1)                                    # each part's power at its own level
-            pws = [judge_part(q, results, paper, lv, (floors or {}).get(q["metric"], 0.0))["power"]
-                   for q, p in zip(claim.parts, parts) if p["verdict"] != NOT_CHECKED]
-            if not missing and pws and all(x is not None for x in pws): out["power"], out["power_bound"] = power_at_least(pws, m)
         for p, a, b in zip(live, hph, hpf):
             p["p_holds_adj"], p["p_fails_adj"] = float(a), float(b); p["verdict"] = verdict(a, b, alpha)
         out.update(p_holds=h, p_fails=f)
     out["n"] = min([p.get("n", 0) for p in live], default=0)
+    if power and paper and v != NOT_CHECKED: out["power"], out["power_why"] = claim_power(claim, paper, out["n"], floors, alpha)
     if learned and v != NOT_CHECKED:
         rows = {r for p in live for r in p["rows"]}
         bad = [f"{r}: {learned[r]['why']}" for r in sorted(rows) if r in learned and not learned[r]["learned"]]
@@ -970,6 +993,8 @@ def _learned(ctx, table: Table) -> dict:
     "{row: dict(learned, why, checked)} of `table`'s runs under the paper's gates."
     return learned_rows(ctx.paper.learned, ctx.values(table.name)) if ctx.paper.learned else {}
 
+UNKNOWN_ON_PAPER = "unknown (the paper prints no standard deviation for a cell it reads)"
+
 def _claims(ctx) -> list[dict]:
     claims = ctx.paper.claims(ctx) if callable(ctx.paper.claims) else ctx.paper.claims
     first = next((t.name for t in ctx.paper.tables), None)
@@ -984,7 +1009,9 @@ def _claims(ctx) -> list[dict]:
             j = judge_claim(c, ctx.values(t.name), ctx.scale, paper, _learned(ctx, t), {m.key: m.floor() for m in t.metrics},
                             seeds=ctx.seeds)
         if paper and not c.ours:                                        # the same judge on the paper's own table
-            j["on_paper"] = judge_claim(c, paper_seeds(paper, 5), "paper", paper)["verdict"]
+            known = paper_seeds(paper, 5)                               # the cells whose spread the paper prints
+            j["on_paper"] = (judge_claim(c, known, "paper", paper, power=False)["verdict"]
+                             if all(k in known.get(r, {}) for r, k in _cells(c)) else UNKNOWN_ON_PAPER)
         out.append(j | dict(table=t.name))
     return out
 
@@ -1066,8 +1093,8 @@ def claim_lines(claims: list[dict]) -> list[str]:
         src = "ours" if c.get("ours") else (f"paper: {c['source']}" if c.get("source") else "")
         L.append(f"- **{c['claim']}: {VERDICT_TEXT[c['verdict']]}**" + (f" ({src})" if src else "")
                  + (f" — a possible cause, not measured: {c['note']}" if c.get("note") else ""))
-        if c.get("on_paper") not in (None, NOT_CHECKED):
-            L.append(f"    - on the paper's own table (its means, its std or ±10 %, 5 seeds): {c['on_paper']}"
+        if c.get("on_paper") not in (None, NOT_CHECKED, UNKNOWN_ON_PAPER):
+            L.append(f"    - on the paper's own table (its means and standard deviations, 5 seeds): {c['on_paper']}"
                      + (f" — {c['paper_note']}" if c.get("paper_note") else ""))
         elif c.get("paper_note"): L.append(f"    - on the paper's own numbers: {c['paper_note']}")
         v = c["verdict"]
@@ -1079,8 +1106,7 @@ def claim_lines(claims: list[dict]) -> list[str]:
         if v == NOT_LEARNED:
             L += [f"    - {b}" for b in c["not_learned"]]; continue
         p = c["p_holds"] if v == HOLDS else c["p_fails"] if v == FAILS else min(c["p_holds"], c["p_fails"])
-        pw = "—" if c.get("power") is None else f"{c['power']:.2f}"
-        if c.get("power_bound") is not None: pw += f" (parts taken as independent; at least {c['power_bound']:.2f} whatever their dependence)"
+        pw = (c.get("power_why") or "—") if c.get("power") is None else f"{c['power']:.2f} (simulated through this judge)"
         k = len(c["parts"])
         test = ("every part must hold, Holm across parts" if c.get("need") != "most" else
                 f"at least {c.get('need_m', k // 2 + 1)} of its {k} parts must hold (partial conjunction, each part at "

@@ -179,8 +179,6 @@ _NOTE_QUICK = ("quick runs the core table only (Table 1, Colored-MNIST, 3 seeds)
 _paper_only = lambda ctx: ctx.scale == "paper"
 _NOTE3D = ("3dShapes tables run at paper scale (gpu leaves them out to fit its 20-minute budget; 64×64 models; the "
            "official 3dshapes.h5 when it is in the data directory, else the procedural stand-in, numbers not comparable)")
-_NOISE_INV = ("the paper prints one number per cell and no standard deviation; with ±10 % per cell (accuracies near 0.9: "
-              "±0.09) its gaps of a few hundredths are within noise, so its own table leaves this inconclusive")
 _NOTE_MPI3D = "MPI3D runs at paper scale only, from the file in the data directory (no offline stand-in)"
 _cfg3d = lambda key, **over: (lambda c: {**c.get(key, {}), **over})
 
@@ -223,8 +221,7 @@ _DIS = "max(beta-VAE, AnnealedVAE, FactorVAE, DIP-VAE-I, DIP-VAE-II, beta-TCVAE,
 _S43 = "Section 4.3: 'By separately training the classifier and other parts (L_CE → L_contrastive), the framework has the best results for both average and worst accuracy'"
 INVARIANCE_CLAIMS = (
     Claim("Ours has the best average and worst-group accuracy on Colored-MNIST",
-          f"Ours > {_OTHERS} on avg_acc", f"Ours > {_OTHERS} on worst_acc", table="Table 1", source=f"{_T1S}; {_42}",
-          paper_note=_NOISE_INV),
+          f"Ours > {_OTHERS} on avg_acc", f"Ours > {_OTHERS} on worst_acc", table="Table 1", source=f"{_T1S}; {_42}"),
     Claim("the largest gain of Ours is in worst-group accuracy on Colored-MNIST: more than 0.1 over UAI (paper +.16)",
           "Ours > UAI + 0.1 on worst_acc", table="Table 1", ours=True,
           source="ours: a reading of Table 1 (Ours .904 vs UAI .74); the margin 0.1 is ours"),
@@ -233,42 +230,38 @@ INVARIANCE_CLAIMS = (
           source="ours: a reading of Table 1 (rows Baseline and β-VAE); the text does not say it"),
     Claim("Rotation: Ours is best in average and worst-group accuracy at every test angle",
           *[f"Ours > {_OTHERS} on {m.key}" for m in RC], table="Table 2",
-          source=f"Table 2 (Rotation-Colored-MNIST, test angles ±65°, ±75°), all seven rows; {_42}", paper_note=_NOISE_INV),
+          source=f"Table 2 (Rotation-Colored-MNIST, test angles ±65°, ±75°), all seven rows; {_42}"),
     Claim("training scheme (Colored-MNIST): training the classifier separately beats CE only and CE + SupCon jointly, "
           "average and worst-group", "Ours (L_CE / L_con separate) > max(Ours (L_CE), Ours (L_CE + L_con joint)) on avg_acc",
           "Ours (L_CE / L_con separate) > max(Ours (L_CE), Ours (L_CE + L_con joint)) on worst_acc", table="Table 5",
-          source="Table 5, Colored-MNIST columns; " + _S43, paper_note=_NOISE_INV),
+          source="Table 5, Colored-MNIST columns; " + _S43),
     Claim("training scheme (Rotation-Colored-MNIST, +65°): training the classifier separately beats CE only and CE + SupCon "
           "jointly, average and worst-group",
           "Ours (L_CE / L_con separate) > max(Ours (L_CE), Ours (L_CE + L_con joint)) on avg_acc_p65",
           "Ours (L_CE / L_con separate) > max(Ours (L_CE), Ours (L_CE + L_con joint)) on worst_acc_p65", table="Table 5 (rotation)",
-          source="Table 5, Rotation-Colored-MNIST (65) columns; " + _S43, paper_note=_NOISE_INV),
+          source="Table 5, Rotation-Colored-MNIST (65) columns; " + _S43),
     Claim("3dShapes: Ours has the best worst-group accuracy (.9763) but not the best average (Baseline .9887 > Ours .9852)",
           f"Ours > {_OTHERS} on worst_acc", "Baseline > Ours on avg_acc", table="Table 1 (3dShapes)", min_scale="gpu",
-          ours=True, source="ours: a reading of Table 1 (3dShapes columns), all seven rows (no sentence of the paper says it)",
-          paper_note=_NOISE_INV),
+          ours=True, source="ours: a reading of Table 1 (3dShapes columns), all seven rows (no sentence of the paper says it)"),
     Claim("MPI3D: Ours has the best average and worst-group accuracy (.9132 / .8917)",
           f"Ours > {_OTHERS} on avg_acc", f"Ours > {_OTHERS} on worst_acc", table="Table 1 (MPI3D)", min_scale="paper",
-          source=f"Table 1 (MPI3D columns), all seven rows; {_42}", paper_note=_NOISE_INV),
+          source=f"Table 1 (MPI3D columns), all seven rows; {_42}"),
     Claim("Table 3, MPI3D: Ours best on MIG, SAP and DCI but not on IRS (β-TCVAE .636) nor FVAE (Ada-GVAE .589)",
           *[f"Ours > {_DIS} on {k}" for k in ("MIG", "SAP", "DCI")], "beta-TCVAE > Ours on IRS", "Ada-GVAE > Ours on FVAE",
           table="Table 3 (MPI3D)", min_scale="paper", ours=True,
           source="ours: a reading of Table 3 (MPI3D columns), all rows run (the text's 'almost all metrics' is not split by "
-                 "column)", paper_note=_NOISE_INV),
+                 "column)"),
     Claim("Table 3: Ours best on 'almost all metrics' (the printed table: strictly best in 6 of 10 columns)",
           *[f"Ours > {_DIS} on {k}" for k in ("MIG", "SAP", "IRS", "FVAE", "DCI")], table="Table 3", need="most", min_scale="gpu",
           source="Table 3 (3dShapes columns); Section 4.2: 'our approach surpass both unsupervised and weakly-supervised method "
-                 "in almost all metrics'", paper_note=_NOISE_INV),
+                 "in almost all metrics'"),
     Claim("weak supervision beats unsupervised learning (Ada-GVAE > β-VAE on MIG, FVAE, DCI)",
           "Ada-GVAE > beta-VAE on MIG", "Ada-GVAE > beta-VAE on FVAE", "Ada-GVAE > beta-VAE on DCI", table="Table 3", min_scale="gpu",
           ours=True, source="ours: a reading of Table 3 (3dShapes), the premise of its two blocks"),
     Claim("warm-ups: both strategies clearly beat no warm-up and the warm-up by amount alone",
           *[f"Ours (amount + difficulty) > max(Ours (no warm-up), Ours (warm-up by amount)) on {k}" for k in ("MIG", "SAP", "IRS", "FVAE", "DCI")],
           table="Table 4", need="most", min_scale="gpu",
-          source="Table 4; Section 4.3: 'As shown in Table 4, using both training strategies clearly outperforms the others'",
-          paper_note="the paper prints one number per cell and no standard deviation; with ±10 % per cell only two of its five "
-                     "gaps are clear at the level that 'three of five' needs (each part at α/3), so its own table leaves "
-                     "this inconclusive"))
+          source="Table 4; Section 4.3: 'As shown in Table 4, using both training strategies clearly outperforms the others'"))
 
 GATES = (Gate("avg_acc", ">", "chance_acc", "classifies above chance (average accuracy against 1 / classes)", resolution=0.001),
          *(Gate(f"avg_acc_{t}", ">", "chance_acc", f"classifies above chance at {a:+g}°", resolution=0.001) for a, t in ANGLE_TAGS.items()),

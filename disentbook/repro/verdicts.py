@@ -216,16 +216,19 @@ def learned_rows(gates, values: dict, alpha: float = ALPHA) -> dict:
     return out
 
 # %% ../../nbs/08a_verdicts.ipynb #d741ac4e
-def paper_seeds(paper: dict, n: int = 5, rel_sd: float = 0.10) -> dict:
+def paper_seeds(paper: dict, n: int = 5, rel_sd: float | None = None) -> dict:
     """{row: {metric: n seed values}} with the sample mean and sample std of the paper's cell: `metric_std` where
-    `paper[row]` has it, else `rel_sd` × |value|."""
+    `paper[row]` has it, else `rel_sd` × |value| when a `rel_sd` is given, else the cell is left out (unknown spread)."""
     z = np.linspace(-1.0, 1.0, n); z = (z - z.mean()) / z.std(ddof=1)
     out = {}
     for row, m in paper.items():
         for k, v in m.items():
             if k.endswith("_std") or v is None or not math.isfinite(float(v)): continue
             sd = m.get(k + "_std")
-            sd = rel_sd * abs(float(v)) if sd is None or not math.isfinite(float(sd)) else float(sd)
+            if sd is None or not math.isfinite(float(sd)):
+                if rel_sd is None: continue
+                sd = rel_sd * abs(float(v))
+            sd = float(sd)
             out.setdefault(row, {})[k] = (float(v) + sd * z).tolist()
     return out
 
@@ -242,6 +245,7 @@ RULE_TEXT = (f"Every cell is the mean ± standard deviation over the seeds (n). 
              "partial-conjunction test; a part not checked counts as not holding); a part whose row has a NaN or infinite "
              "seed value is not checked; 'A > max(B, C, ...)' is A tested against every other row. A band (within ± of the "
              "paper) holds when both one-sided tests put the mean inside it. Power: the probability that the test finds the "
-             "paper's own effect (its means and standard deviations, 10 % where it prints none) with our seeds (a claim that needs most of its parts: the "
-             "probability that more than half of them hold, the parts taken as independent). A claim resting "
+             "paper's own effect: the share of reproductions, simulated through this judge with our number of seeds drawn from "
+             "the paper's means and standard deviations, in which the claim holds (unknown where the paper prints no standard "
+             "deviation). A claim resting "
              "on a model that did not learn (its paper's gate) is not tested: model did not learn.")
