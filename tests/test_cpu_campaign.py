@@ -150,7 +150,8 @@ def test_paper_curves_give_the_cpu_scale_its_length_and_plan(tiny, monkeypatch, 
     from disentbook.core import InputError
     from disentbook.repro import harness as H
     from disentbook.repro.plan import plan, plan_text
-    monkeypatch.setattr(H, "curve_lengths_path", lambda: tiny / "cpu_lengths.json")
+    from disentbook.repro import declare
+    monkeypatch.setattr(declare, "curve_lengths_path", lambda: tiny / "cpu_lengths.json")
     with pytest.raises(InputError, match="not measured yet"): H.scale_config(H.PAPERS["invariance"], "cpu")
     assert cli(["reproduce", "invariance", "--scale", "cpu", "--plan"]) != 0
     err = capsys.readouterr().err.strip()

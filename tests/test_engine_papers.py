@@ -295,7 +295,8 @@ def test_paper_samplers_train_on_the_engine_with_their_mode_in_eval_json(paper, 
     # fp32 for both runners: on a CPU the engine's vmapped ensembles train in fp32, the Trainer would take bf16
     a = fn("quick", out_dir=tmp_path / "one", device="cpu", runner="local", precision="fp32")["results"]["T"]
     def no_single_runs(job): raise AssertionError("the ensemble runner fell back to train_run")
-    monkeypatch.setattr(H, "train_run", no_single_runs)
+    from disentbook.repro import runs as R_
+    monkeypatch.setattr(R_, "train_run", no_single_runs)          # the runner lives in repro.runs
     b = fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble", precision="fp32")["results"]["T"]
     for row in ("G", "D", "L0", "L200", "H"):
         for ra, rb in zip(a[row], b[row]):

@@ -198,7 +198,8 @@ def test_ensemble_runner_equals_runs_one_by_one(toy, tmp_path, monkeypatch):
     fn, calls = toy
     a = fn("quick", out_dir=tmp_path / "one", device="cpu", runner="local", precision="fp32")["results"]["T"]
     def no_single_runs(job): raise AssertionError("the ensemble runner fell back to single runs")
-    monkeypatch.setattr(H, "train_run", no_single_runs)
+    from disentbook.repro import runs as R_
+    monkeypatch.setattr(R_, "train_run", no_single_runs)          # the runner lives in repro.runs
     b = fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble", precision="fp32")["results"]["T"]
     for row in ("VAE", "b4"):
         assert [r["score"] for r in a[row]] == [r["score"] for r in b[row]]

@@ -190,9 +190,9 @@ def stopped_flat(paper_name: str, rows: list[dict]) -> bool:
 
 
 def lengths_file() -> Path:
-    "The package's cpu lengths file (`harness.curve_lengths_path`)."
-    from disentbook.repro.harness import curve_lengths_path
-    return curve_lengths_path()
+    "The package's cpu lengths file (`repro.declare.curve_lengths_path`, looked up at each call)."
+    from disentbook.repro import declare
+    return declare.curve_lengths_path()
 
 
 def write_cpu_lengths(paper_name: str) -> dict:
