@@ -129,8 +129,9 @@ def symmetric_kl_adversarial(disc: nn.Module, q_inputs: tuple, p_inputs: tuple) 
 
 def permute_pairs(z: torch.Tensor, s: torch.Tensor, generator: torch.Generator | None = None) -> tuple:
     "Samples of q(z) q(s): each z paired with the s of another batch element (a random permutation)."
-    perm = torch.randperm(len(s), generator=generator, device="cpu").to(s.device)
-    return z, s[perm]
+    # drawn where the generator lives (else on s's device): no CPU draw and host-to-device copy inside a GPU step
+    perm = torch.randperm(len(s), generator=generator, device=generator.device if generator is not None else s.device)
+    return z, s[perm.to(s.device)]
 
 # %% ../../nbs/50_contrastive.ipynb #e3d7d3a2
 OURS = "Towards principled objectives for contrastive disentanglement, ICLR 2020 submission (OpenReview)"

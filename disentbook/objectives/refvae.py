@@ -86,8 +86,9 @@ def rb_vae_terms(model: RefVAE, x_u: torch.Tensor, x_r: torch.Tensor, generator:
 @torch.no_grad()
 def decoder_sensitivity(decode: Callable, z: torch.Tensor, e_dim: int, generator: torch.Generator | None = None) -> float:
     "E |G(z, e1) − G(z, e2)| per output value, e1, e2 ~ N(0, I) independent: ≈ 0 when the decoder ignores e."
-    e1 = torch.randn(len(z), e_dim, generator=generator, dtype=z.dtype).to(z.device)
-    e2 = torch.randn(len(z), e_dim, generator=generator, dtype=z.dtype).to(z.device)
+    dev = generator.device if generator is not None else z.device          # draws where the generator lives
+    e1 = torch.randn(len(z), e_dim, generator=generator, dtype=z.dtype, device=dev).to(z.device)
+    e2 = torch.randn(len(z), e_dim, generator=generator, dtype=z.dtype, device=dev).to(z.device)
     return float((decode(z, e1) - decode(z, e2)).abs().mean())
 
 # %% ../../nbs/60_refvae.ipynb #13a4d8ec
@@ -151,7 +152,8 @@ class RbVAE(Objective):
 
 # %% ../../nbs/60_refvae.ipynb #7dc80824
 def _gen_latents(model, b, device, generator=None):
-    r = lambda d: torch.randn(b, d, generator=generator, device="cpu" if generator is None else generator.device).to(device)
+    # drawn on the step's device (or the generator's): no CPU draw and host-to-device copy inside a GPU step
+    r = lambda d: torch.randn(b, d, generator=generator, device=device if generator is None else generator.device).to(device)
     return r(model.z_dim), r(getattr(model, "e_dim", None) or model.s_dim), r(model.z_dim)
 
 discriminator_loss = logistic_loss    # the density-ratio loss on logits (12_density_ratio): q labelled 1, p labelled 0

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from ..core import DataNotFoundError, make_generator
+from ..core import DataNotFoundError, make_generator, to_numpy
 from ..data.colored_mnist import ColoredMNIST, PairSampler, class_labels, group_ids
 from ..data.shapes3d import Shapes3D, SHAPES3D_VALUES
 from ..data.mpi3d import MPI3D, mpi3d_path
@@ -138,16 +138,17 @@ def evaluate_invariance(model, data, cfg: dict, seed: int, spec: dict) -> dict:
     x, f = data.train.sample(e["n_probe"], make_generator(seed + 101))
     ztr = encode_means(model, x)[:, cols]
     m, sd = ztr.mean(0), ztr.std(0) + 1e-8
-    clf = LogisticRegression(max_iter=2000).fit((ztr - m) / sd, class_labels(data.train, f).numpy())
-    out = dict(chance_acc=1.0 / len(np.unique(class_labels(data.train, f).numpy())))
+    # factors may live on the GPU (a sampler moves its cached training set to the device): to_numpy at this boundary
+    clf = LogisticRegression(max_iter=2000).fit((ztr - m) / sd, to_numpy(class_labels(data.train, f)))
+    out = dict(chance_acc=1.0 / len(np.unique(to_numpy(class_labels(data.train, f)))))
     xi, fi = data.train.sample(e["n_test"], make_generator(seed + 303))       # the training distribution, fresh draws
-    r = group_accuracy(class_labels(data.train, fi).numpy(), clf.predict((encode_means(model, xi)[:, cols] - m) / sd),
-                       group_ids(data.train, fi).numpy())
+    r = group_accuracy(to_numpy(class_labels(data.train, fi)), clf.predict((encode_means(model, xi)[:, cols] - m) / sd),
+                       to_numpy(group_ids(data.train, fi)))
     out["avg_acc_train"], out["worst_acc_train"] = r["average"], r["worst"]
     for tag, test in data.tests.items():
         xt, ft = test.sample(e["n_test"], make_generator(seed + 202))
         pred = clf.predict((encode_means(model, xt)[:, cols] - m) / sd)
-        y, g = class_labels(test, ft).numpy(), group_ids(test, ft).numpy()
+        y, g = to_numpy(class_labels(test, ft)), to_numpy(group_ids(test, ft))
         r = group_accuracy(y, pred, g)
         out[f"avg_acc{tag}"], out[f"worst_acc{tag}"] = r["average"], r["worst"]
         names = shift_names(test)                          # each value of the shifted nuisance (Colored-MNIST: a background)
