@@ -92,12 +92,16 @@ class RandomReplay(TorchFunctionMode):
             if self.record:
                 self.plan.append(spec)
                 return draw(spec, self.generator)
-            if self.i >= len(self.plan) or self.plan[self.i][:3] != spec[:3]:
-                want = self.plan[self.i] if self.i < len(self.plan) else "no more draws"
-                raise NotReplayableError(f"random draw #{self.i} of the step is {spec[:3]}, the recorded plan has {want}: "
-                                         "the objective's random draws depend on the data or the step")
+            # kind and shape must match the plan; a floating draw may ask for another float dtype than recorded (under
+            # autocast the plan is recorded outside vmap, where the code being drawn for is bf16, and replayed inside vmap,
+            # where it can be fp32): the same numbers, cast. An integer draw's dtype must match.
+            want = self.plan[self.i] if self.i < len(self.plan) else None
+            if want is None or want[:2] != spec[:2] or (want[2] != spec[2] and not (want[2].is_floating_point and spec[2].is_floating_point)):
+                raise NotReplayableError(f"random draw #{self.i} of the step is {spec[:3]}, the recorded plan has "
+                                         f"{want or 'no more draws'}: the objective's random draws depend on the data or the step")
             self.i += 1
-            return self.noise[self.i - 1]
+            x = self.noise[self.i - 1]
+            return x if x.dtype == spec[2] else x.to(spec[2])
         if func in _NOT_REPLAYABLE:
             raise NotReplayableError(f"the objective calls {getattr(func, '__name__', func)}, a random operation the engine "
                                      "does not replay (supported: torch.randn, rand, randn_like, rand_like, randperm, randint)")
@@ -782,8 +786,11 @@ def fit_groups(members: list[dict], model_config: dict, data, config: TrainConfi
         try: res = fit_ensemble([members[k] for k in part], model_config, data, config, device, **kw)
         except StaticHparamError as e:
             todo = [[part[i] for i in g] for g in split_static([members[k] for k in part], e.names)] + todo; continue
-        except NotReplayableError:
-            res = [fit_single(members[k], model_config, data, config, device, **single_kw) for k in part]
+        except NotReplayableError as e:            # never silent: a warning, and `fallback` in each member's summary
+            why = f"ensemble -> single models: the step cannot be vmapped ({e})"
+            if kw.get("strict"): raise CaptureError(f"{why}; strict=True forbids the fallback") from None
+            warnings.warn(f"disentbook.engine: training {len(part)} members one by one: {why}", stacklevel=2)
+            res = [fit_single(members[k], model_config, data, config, device, **single_kw) | dict(fallback=why) for k in part]
         for k, r in zip(part, res): out[k] = r | dict(member=k)
     return out
 

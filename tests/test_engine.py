@@ -183,3 +183,38 @@ def test_captured_ensemble_equals_separate_runs_on_cuda(data):
         try: t.fit()
         finally: torch.backends.cudnn.allow_tf32 = True
         assert_same_weights(r["trainer"].model, t.model, atol=1e-3)
+
+
+# the CUDA default of the `gpu` scale is bf16 autocast + vmap: on a CPU the engine's autocast is off, so the test switches
+# it to CPU bf16 (the same dtype path: the draws are recorded on member 0 outside vmap, where the code is bf16, and replayed
+# inside it). Before the replay compared dtypes, every objective sampling through VAE.forward broke at step 1 and was
+# silently retrained member by member.
+BF16_ENSEMBLE = {"beta_vae": {}, "vae": {}, "dip_vae_i": {}, "dip_vae_ii": {}, "beta_tcvae": {}, "annealed_vae": {},
+                 "wae_mmd": dict(latent_dim=4), "factor_vae": DISC, "tcwae_mws": dict(latent_dim=4),
+                 "tcwae_gan": dict(latent_dim=4, disc_hidden=16)}
+
+
+@pytest.mark.parametrize("objective", sorted(BF16_ENSEMBLE))
+def test_bf16_ensembles_replay_their_draws_without_falling_back(objective, data, monkeypatch):
+    from disentbook.objectives.base import OBJECTIVES
+    params = {k: v for k, v in BF16_ENSEMBLE[objective].items() if k in OBJECTIVES[objective].params}
+    monkeypatch.setattr(engine, "_autocast", lambda precision, device, amp: torch.autocast("cpu", dtype=torch.bfloat16,
+                                                                                             cache_enabled=False))
+    members = [dict(objective=objective, params=params, seed=s) for s in (0, 1)]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*one by one.*")
+        res = engine.fit_groups(members, MODEL, data, cfg(steps=3, log_every=1))
+    assert all("fallback" not in r and r["members"] == 2 for r in res), [r.get("fallback") for r in res]
+    assert all(torch.isfinite(torch.tensor(r["history"]["loss"].to_numpy())).all() for r in res)
+
+
+def test_a_fallback_to_single_models_is_never_silent(data, monkeypatch):
+    "A group whose step cannot be vmapped trains member by member with a warning and `fallback` in every summary."
+    def refuse(*a, **k): raise engine.NotReplayableError("a stand-in refusal")
+    monkeypatch.setattr(engine, "fit_ensemble", refuse)
+    members = [dict(objective="beta_vae", seed=s) for s in (0, 1)]
+    with pytest.warns(UserWarning, match="one by one"):
+        res = engine.fit_groups(members, MODEL, data, cfg(steps=2, log_every=1))
+    assert all(r["fallback"].startswith("ensemble -> single models") for r in res)
+    with pytest.raises(engine.CaptureError, match="forbids the fallback"):
+        engine.fit_groups(members, MODEL, data, cfg(steps=2, log_every=1), strict=True)

@@ -295,8 +295,8 @@ def _engine_mode(r: dict, group_why: str) -> dict:
     t = r.get("trainer")
     prec = r.get("precision") or getattr(t, "precision", None)
     reason = r.get("precision_fallback") or (getattr(t, "precision_reason", None) if prec == getattr(t, "precision", None) else None)
-    return dict(mode=name, members=k, why=why, precision=prec, precision_reason=reason,
-                **({"fallback": r["precision_fallback"]} if r.get("precision_fallback") else {}))
+    fb = "; ".join(x for x in (r.get("fallback"), r.get("precision_fallback")) if x)    # ensemble -> single, bf16 -> fp32
+    return dict(mode=name, members=k, why=why, precision=prec, precision_reason=reason, **({"fallback": fb} if fb else {}))
 
 def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[dict]:
     """Train `jobs` with the engine, group by group (`group_jobs`): a vmappable group as one ensemble (captured on CUDA),
