@@ -34,7 +34,7 @@ def test_available_and_small():
     assert set(EXPECTED) <= set(available_pretrained())
     assert all(pretrained_card(n)["dataset"] == "dsprites" for n in DSPRITES)
     total = sum(f.stat().st_size for f in PRETRAINED_DIR.iterdir() if f.suffix in (".pt", ".json"))
-    assert total <= 12e6, f"{total / 1e6:.2f} MB"          # seven dSprites models of 1 MB, three digit models
+    assert total <= 16e6, f"{total / 1e6:.2f} MB"          # seven dSprites models of 1-1.5 MB (hidden 128 / 256), three digit models
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -195,9 +195,11 @@ def test_dsprites_card_carries_its_learning_curve(name):
     (tools/campaign.py choose_length), and its card carries that curve, the reason and the figures that show it."""
     sys.path.insert(0, str(ROOT / "tools"))
     from campaign import choose_length
+    from dsprites_curves import curve_done
     c = pretrained_card(name)
     curve = c["curve"]
-    assert [r["steps"] for r in curve] == sorted(r["steps"] for r in curve) and len(curve) >= 5
+    assert [r["steps"] for r in curve] == sorted(r["steps"] for r in curve) and len(curve) >= 3
+    assert curve_done(curve), "a card's curve reaches the longest length or stops flat by the rule"
     assert choose_length(curve) == (c["train"]["steps"], c["length"])
     at = next(r for r in curve if r["steps"] == c["train"]["steps"])
     assert 0 <= at["mig"] <= 1 and f"MIG {at['mig']:.3f}" in c["note"] and c["length"] in c["note"]

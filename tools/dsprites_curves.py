@@ -171,6 +171,7 @@ def run_curve(name: str, clock: C.Clock, lengths=None) -> bool:
         print(f"{name} at {L:,} steps: MIG {row['mig']:.3f}, FactorVAE {row['factor_vae']:.3f}, active {row['active']} "
               f"({row['seconds_eval']:.0f} s to measure)", flush=True)
         write_curve_files(name)
+    if read_curve(name): write_curve_files(name)        # also for a curve resumed from elsewhere (a pilot) and already flat
     return True
 
 
@@ -264,7 +265,7 @@ def stage_models(clock: C.Clock, names=None) -> str:
         row = next(r for r in rows if r["steps"] == L)
         lengths[n] = dict(steps=L, why=why, mig=row["mig"], factor_vae=row["factor_vae"], active=row["active"],
                           train_seconds=row["train_seconds"], train_cpu_seconds=row.get("train_cpu_seconds"),
-                          precision=row["precision"])
+                          precision=row["precision"], hidden=row.get("hidden", SETTINGS["hidden"]))
         lengths_file().write_text(json.dumps(lengths, indent=1) + "\n")
     runs = C.RESULTS / "pretrained_runs"
     for n in names:
