@@ -166,3 +166,26 @@ def test_mpi3d_columns_run_on_a_fake_file(tmp_path, monkeypatch):
     assert 0 <= ev["worst_acc"] <= ev["avg_acc"] <= 1
     dis = R.load_invariance_data("mpi3d", cfg, 0, {})
     assert dis.kind == "disentangle" and len(dis.full) == int(np.prod(sizes))
+
+
+def test_the_declared_second_palette_is_an_option_and_labels_its_report(tmp_path, capsys):
+    """`-o palette=midpoint`: the unseen backgrounds are the midpoints of the training ones (each test background between
+    two training colours), the per-background accuracies are named after them, and the report says it is a sensitivity
+    of the package's own; the default stays the default; an unknown palette is a one-line error."""
+    from disentbook.cli import main
+    from disentbook.data.colored_mnist import BACKGROUNDS_TEST_MIDPOINT, BACKGROUNDS_TRAIN
+    cfg = R.INVARIANCE_SCALES["smoke"]
+    assert R.INVARIANCE_PAPER.options["palette"] == "default"
+    assert R.shift_names(R.load_invariance_data("colored-mnist", cfg, 0, {}).tests[""]) == ["yellow", "cyan", "magenta"]
+    data = R.load_invariance_data("colored-mnist", cfg, 0, dict(palette="midpoint"))
+    assert R.shift_names(data.tests[""]) == list(BACKGROUNDS_TEST_MIDPOINT) == ["red+green", "green+blue", "blue+red"]
+    assert data.tests[""].backgrounds["red+green"] == pytest.approx([(a + b) / 2 for a, b in zip(BACKGROUNDS_TRAIN["red"], BACKGROUNDS_TRAIN["green"])])
+    assert all(R.shift_names(t)[0] == "red+green" for t in R.load_invariance_data("rc-mnist", cfg, 0, dict(palette="midpoint")).tests.values())
+    rc = main(["reproduce", "invariance", "--scale", "smoke", "--out", str(tmp_path / "mid"), "-o", "palette=midpoint"])
+    assert rc == 0
+    report = (tmp_path / "mid" / "report.md").read_text()
+    assert "Sensitivity (ours)" in report and "acc@red+green" in (tmp_path / "mid" / "metrics.json").read_text()
+    capsys.readouterr()
+    assert main(["reproduce", "invariance", "--scale", "smoke", "--out", str(tmp_path / "bad"), "-o", "palette=pastel"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "palette" in err and "midpoint" in err

@@ -15,9 +15,9 @@ from .base import GroundTruthData
 from .samplers import Sampler
 
 # %% auto #0
-__all__ = ['EMBEDDED_DIGITS', 'EMBEDDED_TRAIN_FRACTION', 'DIGIT_COLOURS', 'BACKGROUNDS_TRAIN', 'BACKGROUNDS_TEST', 'ANGLES_TRAIN',
-           'ANGLES_TEST', 'digit_pool', 'rotate_digits', 'colorize', 'ColoredMNIST', 'class_labels', 'group_ids',
-           'PairSampler']
+__all__ = ['EMBEDDED_DIGITS', 'EMBEDDED_TRAIN_FRACTION', 'DIGIT_COLOURS', 'BACKGROUNDS_TRAIN', 'BACKGROUNDS_TEST',
+           'BACKGROUNDS_TEST_MIDPOINT', 'PALETTES', 'ANGLES_TRAIN', 'ANGLES_TEST', 'digit_pool', 'rotate_digits',
+           'colorize', 'ColoredMNIST', 'class_labels', 'group_ids', 'PairSampler']
 
 # %% ../../nbs/01j_colored_mnist.ipynb #ba2dda8e
 EMBEDDED_DIGITS = "assets/mnist_digits_10k.npz"
@@ -50,6 +50,11 @@ DIGIT_COLOURS = {"white": (1.0, 1.0, 1.0), "black": (0.0, 0.0, 0.0), "orange": (
                  "purple": (0.5, 0.0, 0.6), "brown": (0.55, 0.3, 0.1), "grey": (0.55, 0.55, 0.55)}
 BACKGROUNDS_TRAIN = {"red": (0.9, 0.1, 0.1), "green": (0.1, 0.7, 0.1), "blue": (0.1, 0.2, 0.9)}
 BACKGROUNDS_TEST = {"yellow": (0.9, 0.9, 0.1), "cyan": (0.1, 0.8, 0.8), "magenta": (0.8, 0.1, 0.8)}
+# a second test palette, declared by a rule before any model met it: each unseen background is the midpoint of two
+# training backgrounds (an interpolation shift, inside the training colours' hull), where the default's lie outside it
+BACKGROUNDS_TEST_MIDPOINT = {f"{a}+{b}": tuple(round((x + y) / 2, 6) for x, y in zip(BACKGROUNDS_TRAIN[a], BACKGROUNDS_TRAIN[b]))
+                             for a, b in (("red", "green"), ("green", "blue"), ("blue", "red"))}
+PALETTES = {"default": BACKGROUNDS_TEST, "midpoint": BACKGROUNDS_TEST_MIDPOINT}     # the test backgrounds by palette name
 ANGLES_TRAIN, ANGLES_TEST = (-45.0, -22.5, 0.0, 22.5, 45.0), (-75.0, -65.0, 65.0, 75.0)
 
 def rotate_digits(grey: torch.Tensor, degrees: torch.Tensor) -> torch.Tensor:
@@ -73,15 +78,16 @@ class ColoredMNIST(GroundTruthData):
     class_factor, known_nuisance, group_factors = "digit", ("digit_colour", "background"), ("digit", "background")
 
     def __init__(self, split: str = "train", source: str = "auto", rotation: bool = False, angles=None,
-                 backgrounds: str | None = None, root=None, device=None):
+                 backgrounds: str | None = None, root=None, device=None, palette: str = "default"):
         super().__init__()
         self.pool, self.source = digit_pool(source, split, root)
         backgrounds = backgrounds or split
         if backgrounds not in ("train", "test"): raise InputError(f"backgrounds: expected 'train' or 'test', got {backgrounds!r}")
+        if palette not in PALETTES: raise InputError(f"palette: expected one of {', '.join(PALETTES)}, got {palette!r}")
         if angles is not None and not rotation: raise InputError("angles: only Rotation-Colored-MNIST (rotation=True) has angles")
         self.split, self.rotation = split, bool(rotation)
         self.name = "rotation_colored_mnist" if rotation else "colored_mnist"
-        self.backgrounds = dict(BACKGROUNDS_TRAIN if backgrounds == "train" else BACKGROUNDS_TEST)
+        self.backgrounds = dict(BACKGROUNDS_TRAIN if backgrounds == "train" else PALETTES[palette])
         self.angles = tuple(float(a) for a in (angles if angles is not None else (ANGLES_TRAIN if split == "train" else ANGLES_TEST))) if rotation else ()
         if rotation and len(self.angles) == 0: raise InputError("angles: expected at least one angle")
         self.factor_names = ("digit", "instance", "digit_colour", "background") + (("angle",) if rotation else ())
