@@ -20,11 +20,11 @@ from ..eval.protocols import chance_level, clustering_scores, reconstruction_err
 from ..eval.viz import image_grid
 from ..objectives.contrastive import ContrastiveVAE, w2_loss
 from .harness import Claim, Gate, Metric, Paper, Table, cpu_scale, register_reproduction
+from .contrastive_eval import *                       # the data and scoring (`repro.contrastive_eval`)
+from .contrastive_eval import _contrastive_data, _model, _sampler
 
 # %% auto #0
-__all__ = ['METHODS', 'DATASET_LATENTS', 'CONTRASTIVE_SCALES', 'AFFECTNET_CLASSES', 'METRICS', 'TABLES', 'GATES', 'CONTRASTIVE',
-           'reproduce_contrastive', 'load_dataset', 'encode_parts', 'batch_w2', 'prior_w2_level',
-           'reconstruction_errors', 'evaluate_contrastive', 'expression_accuracy', 'pixel_reference',
+__all__ = ['METHODS', 'CONTRASTIVE_SCALES', 'METRICS', 'TABLES', 'GATES', 'CONTRASTIVE', 'reproduce_contrastive',
            'contrastive_claims', 'figure4', 'decode_variants', 'figure5', 'figure6a', 'figure7', 'interpolation_grid',
            'figure8', 'figure_sweep', 'contrastive_figures']
 
@@ -33,7 +33,6 @@ METHODS = (dict(row="cVAE", objective="cvae", slug="cvae", label="cVAE", params=
            dict(row="sRb-VAE", objective="srb_vae_contrastive", slug="srb_vae", label="sRb-VAE", params={}),
            dict(row="Ours (Eq. 7)", objective="contrastive_w2_dirac", slug="ours_eq7", label="Ours (Eq. 7)", params={}),
            dict(row="Ours (Eq. 8)", objective="contrastive_w2", slug="ours_eq8", label="Ours (Eq. 8)", params={}))
-DATASET_LATENTS = {"L-MNIST": (16, 8), "NL-MNIST": (16, 8), "CelebA": (16, 6), "AffectNet": (32, 32)}
 
 def _data(per_digit, n_bg, eval_per_digit, eval_bg, faces=(5000, 10_000, 0.1)):
     return dict(per_digit=per_digit, n_background=n_bg, eval_per_digit=eval_per_digit, eval_background=eval_bg,
@@ -61,119 +60,6 @@ CONTRASTIVE_SCALES = dict(
 # cpu: the headline claims' rows only, 3 seeds, each as long as its measured learning curve asks (quick's
 # settings otherwise; the curves: the campaign's curves-<paper> stages)
 CONTRASTIVE_SCALES["cpu"] = cpu_scale(CONTRASTIVE_SCALES["quick"], "Table 1 (L-MNIST)", ("cvae", "srb_vae", "ours_eq7", "ours_eq8"))
-
-# %% ../../nbs/52_contrastive_reproduction.ipynb #d23aaff3
-def _split_holdout(d, frac: float, seed: int):
-    "Hold out `frac` of every class of both sets of `d` for evaluation."
-    g = make_generator(seed + 5)
-    def cut(s):
-        tr, te = [], []
-        for k in s.labels.unique().tolist():
-            i = torch.nonzero(s.labels == k).flatten(); i = i[torch.randperm(len(i), generator=g)]
-            n = max(1, int(frac * len(i))); te.append(i[:n]); tr.append(i[n:])
-        mk = lambda i: LabelledImages(s.images[i], s.labels[i], s.class_names, s.source)
-        return mk(torch.cat(tr)), mk(torch.cat(te))
-    (t1, t2), (b1, b2) = cut(d.target), cut(d.background)
-    return ContrastiveData(t1, b1, d.name, d.info), ContrastiveData(t2, b2, d.name, d.info)
-
-def load_dataset(name: str, cfg: dict, seed: int = 0, root=None) -> tuple:
-    "(train, held-out) `ContrastiveData` of Table-1 dataset `name` with the data settings `cfg['data']`."
-    c = cfg["data"]
-    if name in ("L-MNIST", "NL-MNIST"):
-        kind = "linear" if name == "L-MNIST" else "nonlinear"
-        return (make_grassy_mnist(kind, c["per_digit"], c["n_background"], seed=seed, root=root),
-                make_grassy_mnist(kind, c["eval_per_digit"], c["eval_background"], split="test", seed=seed + 1000, root=root))
-    from disentbook.data.registry import dataset_dir
-    f = c["faces"]
-    if name == "CelebA":
-        return _split_holdout(celeba_glasses_hats(dataset_dir("celeba", root), per_class=f["per_class"],
-                                                  n_background=f["n_background"], seed=seed), f["holdout"], seed)
-    if name == "AffectNet":
-        folder, kw = dataset_dir("affectnet", root), dict(size=64, per_class=f["per_class"], n_background=f["n_background"], seed=seed)
-        return load_affectnet(folder, "train", **kw), load_affectnet(folder, "validation", **kw)
-    raise InputError(f"unknown dataset {name!r}; known: {', '.join(DATASET_LATENTS)}")
-
-def _contrastive_data(name, cfg, seed, options):
-    tr, ev = load_dataset(name, cfg, seed, options.get("data_root"))
-    return SimpleNamespace(train=tr, test=ev)
-
-def _model(spec, data, cfg):
-    "The shared network at the dataset's latent sizes."
-    x = data.train.target.images
-    z, s = DATASET_LATENTS[cfg["dataset"]]
-    return ContrastiveVAE(image_size=x.shape[-1], channels=x.shape[1], z_dim=z, s_dim=s, **cfg["model"])
-
-def _sampler(data, device):
-    return TargetBackgroundSampler(data.train.target, data.train.background, device=device)
-
-# %% ../../nbs/52_contrastive_reproduction.ipynb #0599bf2a
-@torch.no_grad()
-def encode_parts(model, x, batch_size: int = 512, sample: bool = False, generator=None) -> tuple[np.ndarray, np.ndarray]:
-    "Codes (z, s) of images `x` (encoder means, or samples of q), batch by batch, as float64 numpy arrays."
-    model.eval(); zs, ss = [], []
-    for i in range(0, len(x), batch_size):
-        z, s = model.split(model.embed(x[i:i + batch_size], sample=sample, generator=generator))
-        zs.append(to_numpy(z)); ss.append(to_numpy(s))
-    return np.concatenate(zs).astype(np.float64), np.concatenate(ss).astype(np.float64)
-
-def batch_w2(z_x: np.ndarray, z_y: np.ndarray, batch_size: int, num_batches: int, seed: int = 0) -> float:
-    "Mean exact W2^2 (Eq. 9) between `num_batches` random batches of `batch_size` codes of z_x and of z_y."
-    rng = np.random.default_rng(seed); b = min(batch_size, len(z_x), len(z_y)); vals = []
-    for _ in range(num_batches):
-        i, j = rng.choice(len(z_x), b, replace=False), rng.choice(len(z_y), b, replace=False)
-        vals.append(float(w2_loss(torch.from_numpy(z_x[i]), torch.from_numpy(z_y[j]))))
-    return float(np.mean(vals))
-
-def prior_w2_level(z_dim: int, batch_size: int, num_batches: int = 10, seed: int = 0) -> float:
-    "Mean exact W2^2 between two independent batches of N(0, I_z_dim): L_W2's value when both marginals are the prior."
-    g = make_generator(seed)
-    return float(np.mean([float(w2_loss(torch.randn(batch_size, z_dim, generator=g, dtype=torch.float64),
-                                        torch.randn(batch_size, z_dim, generator=g, dtype=torch.float64))) for _ in range(num_batches)]))
-
-@torch.no_grad()
-def reconstruction_errors(model, data, batch_size: int = 256) -> dict:
-    """Squared error per pixel of the reconstructions of the held-out targets (`rec_error_x`, from [z, s]) and, for
-    reference, of the training targets' mean image against the same images (`mean_image_error_x`): the gate's pair."""
-    x = data.test.target.images
-    rec = torch.cat([model.reconstruct(x[i:i + batch_size].to(model.device)).float().cpu() for i in range(0, len(x), batch_size)])
-    mean = to_float_images(data.train.target.images).mean(0, keepdim=True).expand(len(x), -1, -1, -1)
-    return dict(rec_error_x=reconstruction_error_per_pixel(x, rec), mean_image_error_x=reconstruction_error_per_pixel(x, mean))
-
-def evaluate_contrastive(model, data, cfg: dict, seed: int, spec: dict) -> dict:
-    "Table-1 metrics of `model` on the held-out sets (+ E‖s_y‖², chance level, the two differences of claim 3)."
-    ev, e, b = data.test, cfg["eval"], cfg["train"]["batch_size"]
-    zx, sx = encode_parts(model, ev.target.images); zy, sy = encode_parts(model, ev.background.images)
-    zxs, _ = encode_parts(model, ev.target.images, sample=True, generator=make_generator(seed, model.device))
-    zys, _ = encode_parts(model, ev.background.images, sample=True, generator=make_generator(seed + 1, model.device))
-    y = to_numpy(ev.target.labels)
-    cz, cs = clustering_scores(zx, y, seed=seed, tsne=e["tsne"]), clustering_scores(sx, y, seed=seed, tsne=e["tsne"])
-    m = dict(ca_z=100 * cz["clustering_accuracy"], ss_z=cz["silhouette"], ca_s=100 * cs["clustering_accuracy"], ss_s=cs["silhouette"],
-             l_w2=batch_w2(zxs, zys, b, e["w2_batches"], seed), l_w2_means=batch_w2(zx, zy, b, e["w2_batches"], seed),
-             s_y_norm2=float((sy ** 2).sum(1).mean()), s_x_norm2=float((sx ** 2).sum(1).mean()),
-             chance_ca=100 * chance_level(y, num_draws=5, seed=seed)["clustering_accuracy"], n_eval=int(len(y)))
-    m.update(ca_z_above_chance=m["ca_z"] - m["chance_ca"], ca_s_minus_ca_z=m["ca_s"] - m["ca_z"])
-    m.update(reconstruction_errors(model, data))
-    if cfg.get("dataset") == "AffectNet": m.update(expression_accuracy(model, data, seed))
-    return m
-
-AFFECTNET_CLASSES = ("happiness", "sadness", "surprise", "fear", "disgust", "anger", "contempt")   # target labels 0-6
-
-def expression_accuracy(model, data, seed: int = 0, max_train: int = 10_000) -> dict:
-    """Table 2: per-class accuracy of a shallow (linear, multinomial logistic) classifier of the expression from s_x,
-    fitted on (up to `max_train`) training target faces, scored on the held-out ones: {'accuracy_<class>': value}."""
-    from disentbook.eval.protocols import linear_probe_classification
-    tr, te = data.train.target, data.test.target
-    idx = torch.randperm(len(tr), generator=make_generator(seed + 7))[:max_train]
-    _, s_tr = encode_parts(model, tr.images[idx]); _, s_te = encode_parts(model, te.images)
-    r = linear_probe_classification(s_tr, to_numpy(tr.labels[idx]), s_te, to_numpy(te.labels))
-    acc = dict(zip(r["classes"].tolist(), r["per_class_accuracy"].tolist()))
-    return {f"accuracy_{c}": float(acc.get(i, float("nan"))) for i, c in enumerate(AFFECTNET_CLASSES)}
-
-def pixel_reference(ev, cfg: dict, seed: int = 0) -> dict:
-    "CA (%) and SS of the paper's clustering applied to the raw pixels of the held-out target images (a reference level)."
-    x = ev.target.images.float().flatten(1).numpy() / 255
-    r = clustering_scores(x, to_numpy(ev.target.labels), seed=seed, tsne=cfg["eval"]["tsne"])
-    return dict(ca=100 * r["clustering_accuracy"], ss=r["silhouette"])
 
 # %% ../../nbs/52_contrastive_reproduction.ipynb #7f3b866a
 METRICS = (Metric("ca_z", "CA z_x (%)", "{:.2f}", "±5"), Metric("ss_z", "SS z_x", "{:.3f}", "±0.1"),
