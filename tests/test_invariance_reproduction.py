@@ -152,7 +152,8 @@ def test_mpi3d_columns_run_on_a_fake_file(tmp_path, monkeypatch):
     x = np.random.default_rng(0).integers(0, 256, (int(np.prod(sizes)), 64, 64, 3), dtype=np.uint8)
     np.savez(p, images=x)
     monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path))
-    monkeypatch.setattr(R, "MPI3D", lambda variant: Tiny(variant, verify=False))
+    from disentbook.repro import invariance_eval
+    monkeypatch.setattr(invariance_eval, "MPI3D", lambda variant: Tiny(variant, verify=False))    # where the data are loaded
     cfg = dict(R.INVARIANCE_SCALES["smoke"], objective=R.MPI3D_OBJECTIVE)
     data = R.load_invariance_data("mpi3d-inv", cfg, 0, {})
     assert data.train.factor_sizes[0] == 3 and data.tests[""].factor_values("object_color").tolist() == [3.0, 4.0, 5.0]

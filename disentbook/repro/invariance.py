@@ -19,20 +19,17 @@ from ..nets import VAE
 from ..objectives import invariance as inv
 from ..train import model_spec
 from .harness import Claim, Gate, Metric, Paper, Table, cpu_scale, library_scores, register_reproduction
+from .invariance_eval import *                       # data, model, sampler, evaluation
 
 # %% auto #0
-__all__ = ['TABLE1_ROWS', 'COND_WIDTH', 'ANGLE_TAGS', 'SHAPES3D_TRAIN', 'MPI3D_TRAIN', 'SHAPES3D_OBJECTIVE', 'MPI3D_OBJECTIVE',
-           'WORST_RES', 'ACC', 'RC', 'DIS', 'INVARIANCE_TABLES', 'INVARIANCE_SCALES', 'INVARIANCE_CLAIMS', 'GATES',
-           'INVARIANCE_PAPER', 'reproduce_invariance', 'table1_specs', 'table5_specs', 'table3_specs', 'table4_specs',
-           'table3_mpi3d_specs', 'grid_objective', 'load_invariance_data', 'invariance_model', 'invariance_sampler',
-           'cond_width', 'probe_columns', 'evaluate_invariance', 'shift_names', 'swap_panel', 'invariance_figures',
-           'invariance_notes', 'shift_sections', 'invariance_sections']
+__all__ = ['TABLE1_ROWS', 'SHAPES3D_OBJECTIVE', 'MPI3D_OBJECTIVE', 'WORST_RES', 'ACC', 'RC', 'DIS', 'INVARIANCE_TABLES',
+           'INVARIANCE_SCALES', 'INVARIANCE_CLAIMS', 'GATES', 'INVARIANCE_PAPER', 'reproduce_invariance',
+           'table1_specs', 'table5_specs', 'table3_specs', 'table4_specs', 'table3_mpi3d_specs', 'grid_objective',
+           'swap_panel', 'invariance_figures', 'invariance_notes', 'shift_sections', 'invariance_sections']
 
 # %% ../../nbs/71_invariance_reproduction.ipynb #258f32fc
 TABLE1_ROWS = (("Baseline", "inv_cnn", {}), ("beta-VAE", "inv_cnn_beta_vae", {"beta": 4.0}), ("VFAE", "vfae", {}),
                ("CAI", "cai", {}), ("CVIB", "cvib", {}), ("UAI", "uai", {}), ("Ours", "swap_invariance", {}))
-COND_WIDTH = 9                      # one-hot digit colour (6) + background (3): VFAE / CVIB condition slots
-ANGLE_TAGS = {-75.0: "m75", -65.0: "m65", 65.0: "p65", 75.0: "p75"}
 
 def _specs(rows, **extra):
     return [model_spec(r, o, r, **p, **extra) for r, o, p in rows]
@@ -64,7 +61,6 @@ def table4_specs(cfg, options):
 
 def table3_mpi3d_specs(cfg, options): return table3_specs(cfg, options, num_classes=6)
 
-SHAPES3D_TRAIN, MPI3D_TRAIN = dict(object_hue=range(5)), dict(object_color=range(3))   # the training half of the colours
 
 def grid_objective(cls, sizes, train_subset: dict) -> dict:
     """Objective settings of Table 1's rows on factor grid class `cls` (full grid `sizes`): the number of classes, and the
@@ -74,96 +70,6 @@ def grid_objective(cls, sizes, train_subset: dict) -> dict:
 
 SHAPES3D_OBJECTIVE = grid_objective(Shapes3D, [len(v) for v in SHAPES3D_VALUES.values()], SHAPES3D_TRAIN)
 MPI3D_OBJECTIVE = grid_objective(MPI3D, MPI3D.full_sizes, MPI3D_TRAIN)
-
-# %% ../../nbs/71_invariance_reproduction.ipynb #22799369
-def load_invariance_data(name: str, cfg: dict, seed: int, options: dict):
-    "The train set (pairs) and the test sets of `name`: 'colored-mnist', 'rc-mnist' or 'shapes3d'."
-    src, dw = cfg.get("data", {}).get("source", "auto"), cfg.get("data", {}).get("difficulty_warmup", 0)
-    pal = (options or {}).get("palette") or "default"            # the unseen backgrounds (data.colored_mnist.PALETTES)
-    if name == "colored-mnist":
-        return SimpleNamespace(kind="invariance", train=ColoredMNIST("train", src), k=(1, 2), warmup=0,
-                               tests={"": ColoredMNIST("test", src, palette=pal)})
-    if name == "rc-mnist":
-        return SimpleNamespace(kind="invariance", train=ColoredMNIST("train", src, rotation=True), k=(1, 2), warmup=0,
-                               tests={f"_{t}": ColoredMNIST("test", src, rotation=True, angles=(a,), palette=pal)
-                                      for a, t in ANGLE_TAGS.items()})
-    if name == "shapes3d":
-        full = Shapes3D(cfg.get("data", {}).get("shapes3d_source", "auto"))     # the official file when present
-        return SimpleNamespace(kind="disentangle", train=full.subset(**SHAPES3D_TRAIN), full=full, k="random", warmup=dw)
-    if name == "shapes3d-inv":                       # Table 1's 3dShapes column: object hues 0-4 train, 5-9 test
-        full = Shapes3D(cfg.get("data", {}).get("shapes3d_source", "auto"))
-        return SimpleNamespace(kind="invariance", train=full.subset(**SHAPES3D_TRAIN), k="random", warmup=0,
-                               tests={"": full.subset(object_hue=range(5, 10))})
-    if name in ("mpi3d", "mpi3d-inv"):               # the file from the data directory; no offline stand-in
-        variant = cfg.get("data", {}).get("mpi3d_variant", "real")
-        path = mpi3d_path(variant)
-        if not path.is_file(): raise DataNotFoundError(f"not run: no file at {path} (MPI3D-{variant}; "
-                                                       f"`disentbook data prepare mpi3d_{variant}` downloads it)")
-        full = MPI3D(variant)
-        if name == "mpi3d": return SimpleNamespace(kind="disentangle", train=full.subset(**MPI3D_TRAIN), full=full, k="random", warmup=dw)
-        return SimpleNamespace(kind="invariance", train=full.subset(**MPI3D_TRAIN), k="random", warmup=0,
-                               tests={"": full.subset(object_color=range(3, 6))})
-    raise KeyError(name)
-
-def invariance_model(spec: dict, data, cfg: dict) -> VAE:
-    "The shared convolutional VAE: 20 latents (+ the one-hot condition slots for VFAE / CVIB: 9 on Colored-MNIST)."
-    shape = data.train.observation_shape
-    extra = cond_width(cfg) if spec["objective"] in ("vfae", "cvib") else 0
-    return VAE(shape[-1], shape[0], cfg["model"]["latent_dim"] + extra, hidden=cfg["model"].get("hidden", 256))
-
-def invariance_sampler(data, device):
-    "Pairs with k changed known nuisances, the class kept (difficulty warm-up when the run asks for it)."
-    return PairSampler(data.train, k=data.k, warmup_steps=data.warmup, device=device)
-
-def cond_width(cfg: dict) -> int:
-    "Width of the one-hot nuisance condition of VFAE / CVIB: the sum of the known nuisance sizes (9 on Colored-MNIST)."
-    sizes = cfg.get("objective", {}).get("nuisance_sizes")
-    return COND_WIDTH if sizes is None else int(sum(sizes))
-
-def probe_columns(spec: dict, latent: int, width: int = COND_WIDTH) -> slice:
-    "The code the evaluation classifier reads: z_p for Ours / UAI, the code without the `width` condition slots for VFAE / CVIB."
-    if spec["objective"] in ("swap_invariance", "uai"): return slice(0, int(spec["params"].get("d_p", 10)))
-    if spec["objective"] in ("vfae", "cvib"): return slice(0, latent - width)
-    return slice(0, latent)
-
-def evaluate_invariance(model, data, cfg: dict, seed: int, spec: dict) -> dict:
-    """Average / worst-group accuracy of a logistic regression on the frozen code (per test set), the same on fresh images
-    of the training distribution (`avg_acc_train`, `worst_acc_train`: did the model learn every group it was trained on?),
-    the accuracy on each value of the shifted factor (`acc{tag}@{name}`: each unseen background of Colored-MNIST, where
-    the average accuracy is lost), or Table 3's metrics."""
-    e = cfg["eval"]
-    if data.kind == "disentangle":
-        s = library_scores(model, data.full, ("mig", "sap", "irs", "factor_vae", "dci"), seed,
-                           num_points=e["num_points"], num_test=e["num_test"])
-        return dict(MIG=s["mig"], SAP=s["sap"], IRS=s["irs"], FVAE=s["factor_vae"], DCI=s["dci_disentanglement"])
-    from sklearn.linear_model import LogisticRegression
-    cols = probe_columns(spec, model.latent_dim, cond_width(cfg))
-    x, f = data.train.sample(e["n_probe"], make_generator(seed + 101))
-    ztr = encode_means(model, x)[:, cols]
-    m, sd = ztr.mean(0), ztr.std(0) + 1e-8
-    # factors may live on the GPU (a sampler moves its cached training set to the device): to_numpy at this boundary
-    clf = LogisticRegression(max_iter=2000).fit((ztr - m) / sd, to_numpy(class_labels(data.train, f)))
-    out = dict(chance_acc=1.0 / len(np.unique(to_numpy(class_labels(data.train, f)))))
-    xi, fi = data.train.sample(e["n_test"], make_generator(seed + 303))       # the training distribution, fresh draws
-    r = group_accuracy(to_numpy(class_labels(data.train, fi)), clf.predict((encode_means(model, xi)[:, cols] - m) / sd),
-                       to_numpy(group_ids(data.train, fi)))
-    out["avg_acc_train"], out["worst_acc_train"] = r["average"], r["worst"]
-    for tag, test in data.tests.items():
-        xt, ft = test.sample(e["n_test"], make_generator(seed + 202))
-        pred = clf.predict((encode_means(model, xt)[:, cols] - m) / sd)
-        y, g = to_numpy(class_labels(test, ft)), to_numpy(group_ids(test, ft))
-        r = group_accuracy(y, pred, g)
-        out[f"avg_acc{tag}"], out[f"worst_acc{tag}"] = r["average"], r["worst"]
-        names = shift_names(test)                          # each value of the shifted nuisance (Colored-MNIST: a background)
-        out.update({f"acc{tag}@{names[v]}": a for v, a in group_accuracy(y, pred, g[:, -1])["per_group"].items()})
-    return out
-
-def shift_names(test) -> list[str]:
-    """Names of the values of the factor a test set shifts (its last group factor): the background colours of
-    Colored-MNIST, `factor` + index otherwise; the keys `acc{tag}@{name}` of `evaluate_invariance`."""
-    if hasattr(test, "backgrounds"): return list(test.backgrounds)
-    k = test.group_factors[-1]
-    return [f"{k}{i}" for i in range(test.factor_sizes[test.factor_index(k)])]
 
 # %% ../../nbs/71_invariance_reproduction.ipynb #18c45d90
 WORST_RES = 0.01                    # worst-group accuracy moves by 1 / (images in a group): ~100 per group at 3,000 test images
