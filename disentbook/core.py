@@ -11,12 +11,12 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['SCALES', 'REPRODUCTIONS', 'VERDICTS', 'DisentbookError', 'InputError', 'DataNotFoundError', 'CorruptFileError',
-           'ConfigMismatchError', 'NonFiniteLossError', 'in_test', 'default_device', 'cpu_native_bf16', 'cpu_name',
-           'describe_device', 'seed_everything', 'make_generator', 'package_dir', 'data_dir', 'sha256_file',
-           'fsync_dir', 'fsync_file', 'atomic_path', 'write_json', 'clean_stale_parts', 'check_images',
-           'to_float_images', 'to_numpy', 'as_codes', 'as_factors', 'check_lengths', 'Registry', 'paper_values',
-           'finding_lines']
+__all__ = ['SCALES', 'REPRO_MODULES', 'REPRODUCTIONS', 'VERDICTS', 'DisentbookError', 'InputError', 'DataNotFoundError',
+           'CorruptFileError', 'ConfigMismatchError', 'NonFiniteLossError', 'in_test', 'default_device',
+           'cpu_native_bf16', 'cpu_name', 'describe_device', 'seed_everything', 'make_generator', 'package_dir',
+           'data_dir', 'sha256_file', 'fsync_dir', 'fsync_file', 'atomic_path', 'write_json', 'clean_stale_parts',
+           'check_images', 'to_float_images', 'to_numpy', 'as_codes', 'as_factors', 'check_lengths', 'Registry',
+           'paper_values', 'finding_lines']
 
 # %% ../nbs/00_core.ipynb #606f2d22
 class DisentbookError(Exception):
@@ -104,9 +104,9 @@ def make_generator(seed: int | None = None, device: str | torch.device = "cpu") 
 
 # %% ../nbs/00_core.ipynb #cbcfadda
 def package_dir() -> Path:
-    "The folder of the installed `disentbook` package (works in notebooks, where `__file__` is unset)."
-    import disentbook
-    return Path(disentbook.__file__).resolve().parent
+    "The folder of the installed `disentbook` package (works in notebooks, where `__file__` is unset; imports nothing)."
+    import importlib.util
+    return Path(importlib.util.find_spec("disentbook").origin).resolve().parent
 
 def data_dir(path: str | os.PathLike | None = None) -> Path:
     "The data directory: `path`, else `$DISENTBOOK_DATA`, else a checkout's `data/`, else `~/.cache/disentbook`."
@@ -276,8 +276,24 @@ def check_lengths(**arrays) -> int:
 
 # %% ../nbs/00_core.ipynb #5059246d
 class Registry(dict):
-    "A name -> object mapping whose lookups fail with the list of known names."
-    def __init__(self, kind: str): super().__init__(); self.kind = kind
+    """A name -> object mapping whose lookups fail with the list of known names. `sources`: the modules whose import
+    registers its entries, imported the first time a name is missing or the registry is listed, so that a lookup finds
+    every entry without any module importing the package root to fill it."""
+    def __init__(self, kind: str, sources: tuple = ()):
+        super().__init__(); self.kind, self.sources, self._loaded = kind, tuple(sources), not sources
+    def load(self) -> "Registry":
+        "Import every source module once (their imports register the entries); returns self."
+        if not self._loaded:
+            self._loaded = True
+            import importlib
+            for m in self.sources: importlib.import_module(m)
+        return self
+    def __contains__(self, name): return dict.__contains__(self, name) or dict.__contains__(self.load(), name)
+    def __iter__(self): return dict.__iter__(self.load())
+    def __len__(self): return dict.__len__(self.load())
+    def keys(self): return dict.keys(self.load())
+    def values(self): return dict.values(self.load())
+    def items(self): return dict.items(self.load())
     def register(self, name: str | None = None):
         "Decorator: register the decorated object under `name` (default: its `__name__`)."
         def deco(obj):
@@ -285,11 +301,13 @@ class Registry(dict):
             return obj
         return deco
     def __missing__(self, name):
+        if not self._loaded and dict.__contains__(self.load(), name): return dict.__getitem__(self, name)
         raise InputError(f"unknown {self.kind} {name!r}; known: {', '.join(sorted(self)) or '(none)'}")
 
 # %% ../nbs/00_core.ipynb #46bf1c7f
 SCALES = ("smoke", "quick", "cpu", "gpu", "paper")
-REPRODUCTIONS = Registry("reproduction")
+REPRO_MODULES = tuple(f"disentbook.repro.{p}" for p in ("vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance"))
+REPRODUCTIONS = Registry("reproduction", REPRO_MODULES)
 
 def paper_values(paper: str):
     "The values `paper` reports, as a DataFrame (paper, table, row, dataset, metric, value, note)."

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-import disentbook
+import sys
 from . import core
 from .core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLossError
 from .objectives.base import Objective, make_objective
@@ -536,7 +536,7 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
                model=_json_config(self.model, "model", "kind"),
                objective=_json_config(self.objective, "objective", "name"),
                train=self.config.to_dict(), torch_version=torch.__version__,
-               disentbook_version=disentbook.__version__)
+               disentbook_version=sys.modules["disentbook"].__version__)   # the package: imported before any module of it
     buf = io.BytesIO(); torch.save(state, buf); blob = buf.getvalue()
     write_checkpoint(path, blob, cfg)
     if keep and self.out_dir is not None: write_checkpoint(self.out_dir / f"step_{self.step:07d}", blob, cfg)

@@ -88,3 +88,34 @@ def test_walker_sees_a_violation(tmp_path, monkeypatch):
     assert edges["core"] == {"data.base"} and edges["data.base"] == {"core"}
     with pytest.raises(AssertionError, match="upward"): test_no_upward_imports()
     with pytest.raises(AssertionError, match="cycles"): test_no_import_cycles()
+
+
+def test_no_module_below_the_cli_imports_the_package_root():
+    "Registries fill themselves from their source modules (core.Registry), so nothing below the CLI imports `disentbook` itself."
+    bad = []
+    for name, f in modules().items():
+        if name in ("cli", "__main__", "") or f.name == "__init__.py": continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import) and any(a.name == "disentbook" for a in node.names): bad.append(f"{name}: import disentbook")
+            if isinstance(node, ast.ImportFrom) and node.module == "disentbook" and not node.level:
+                bad += [f"{name}: from disentbook import {a.name}" for a in node.names if not (PKG / a.name).exists()
+                        and not (PKG / f"{a.name}.py").exists()]
+            if isinstance(node, ast.ImportFrom) and node.level == 2 and node.module is None and name.count(".") == 1:
+                bad += [f"{name}: from .. import {a.name}" for a in node.names if not (PKG / f"{a.name}.py").exists()
+                        and not (PKG / a.name).is_dir()]
+    assert not bad, bad
+
+
+def test_a_registry_imports_its_sources_on_first_lookup(tmp_path, monkeypatch):
+    import sys
+    from disentbook.core import InputError, Registry
+    reg = Registry("thing", ("fake_things_module",))
+    (tmp_path / "fake_things_module.py").write_text("import builtins\nbuiltins._REG.register('gadget')(object())\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import builtins; builtins._REG = reg
+    try:
+        assert "fake_things_module" not in sys.modules
+        assert "gadget" in reg and "fake_things_module" in sys.modules and list(reg) == ["gadget"]
+        with pytest.raises(InputError, match="unknown thing 'widget'; known: gadget"): reg["widget"]
+    finally:
+        del builtins._REG; sys.modules.pop("fake_things_module", None)

@@ -209,7 +209,8 @@ class Param:
             raise InputError(f"{owner}: {name} must be {self.range_text()}, got {value!r}")
         return value
 
-OBJECTIVES = core.Registry("objective")
+OBJECTIVES = core.Registry("objective", tuple(f"disentbook.objectives.{m}" for m in
+                                               ("vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance")))
 
 def register_objective(name: str):
     "Class decorator: register an `Objective` subclass in `OBJECTIVES` under `name` (and set its `name`)."

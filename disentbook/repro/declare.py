@@ -90,7 +90,8 @@ class Paper:
     values: str | None = None                   # the paper-values CSV (default: `name`)
     learned: tuple = ()                         # `verdicts.Gate`s: what "the model learned" means for its rows
 
-PAPERS = Registry("paper")
+from ..core import REPRO_MODULES
+PAPERS = Registry("paper", REPRO_MODULES)
 
 def register_paper(paper: Paper) -> Paper:
     "Register `paper` by name (the Ray runner finds it there in its workers)."

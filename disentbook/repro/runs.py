@@ -121,7 +121,6 @@ def train_run(job: dict) -> dict:
     """Train (or reload, or resume) and evaluate one run in the eager `Trainer`. `job`: dict(paper, dataset, spec, seed,
     cfg, root, device, options); returns the metrics (plus train_seconds, eval_seconds, steps, mode and the last logged
     training terms)."""
-    import disentbook  # noqa: F401  (in a Ray worker: registers every paper and objective)
     paper, spec, seed = PAPERS[job["paper"]], job["spec"], int(job["seed"])
     out = run_dir(job["root"], job["dataset"], spec, seed)
     ckpt = out / "train" / "checkpoint"
