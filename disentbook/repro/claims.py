@@ -112,9 +112,19 @@ def _items(side: dict, at: dict, paper: dict | None, metric: str) -> tuple[list 
         out.append((lab, v, False, pv, ps, degenerate_cell(at[r])))
     return out, ""
 
-def _fmt_side(label, v, exact):
+def _fmt_side(label, v, exact, log: bool = False):
     m, se, n = seed_stats(v)
+    if log: return f"{label} {math.exp(m):.4g}" if exact else f"{label} {math.exp(m):.4g} (geometric mean; log ± {se:.2g}, n={n})"
     return f"{label} {m:.4g}" if exact else f"{label} {m:.4g} ± {se:.2g} (n={n})"
+
+def _to_log(items: list, floor: float) -> tuple[list | None, float]:
+    """`_items` on the log scale (a positive ratio's geometric mean: a skewed spread keeps the test's level), the floor
+    made relative; None when a value is not positive."""
+    if any((np.asarray(v, float) <= 0).any() for _, v, *_ in items): return None, floor
+    g = math.exp(float(np.mean([np.log(v).mean() for _, v, *_ in items])))
+    out = [(l, np.log(np.asarray(v, float)), e, None if p is None or p <= 0 else math.log(p),
+            None if s is None or p is None or p <= 0 else s / p, False) for l, v, e, p, s, _ in items]
+    return out, floor / g
 
 def _quantifier(side: dict, greater: bool) -> str:
     "'all' / 'any' over a side's rows: X > max(Y) needs every Y, max(X) > Y some X (see `verdicts`)."
@@ -142,10 +152,11 @@ def _bad_seed(part: dict, at: dict, seeds=None) -> str:
     return ""
 
 def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: float = ALPHA, floor: float = 0.0,
-               seeds=None) -> dict:
+               seeds=None, log: bool = False) -> dict:
     """Verdict, test, p-values and numbers of one parsed part on `results` = {row: {metric: seed values}}; `paper`
     ({row: {metric, metric_std}}) gives the bands and the power against the paper's own effect. A row with a NaN or
-    infinite seed value makes the part 'not checked', naming the seed (`seeds`: the seed numbers, in the values' order)."""
+    infinite seed value makes the part 'not checked', naming the seed (`seeds`: the seed numbers, in the values' order).
+    `log`: a positive ratio, compared on the log scale (its geometric mean; a value <= 0 makes the part not checked)."""
     metric = part["metric"]
     at = {r: m[metric] for r, m in results.items() if metric in m and len(m[metric])}
     base = dict(part=part["text"], p_holds=1.0, p_fails=1.0, power=None, test="", rows=[])
@@ -164,6 +175,10 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
     X, Y = (part["lhs"], part["rhs"]) if greater else (part["rhs"], part["lhs"])
     xs, why_x = _items(X, at, paper, metric); ys, why_y = _items(Y, at, paper, metric)
     if xs is None or ys is None: return base | dict(verdict=NOT_CHECKED, numbers=why_x or why_y)
+    if log:
+        (xs, floor), (ys, _) = _to_log(xs, floor), _to_log(ys, floor)
+        if xs is None or ys is None:
+            return base | dict(verdict=NOT_CHECKED, numbers="not checked: a value <= 0 of a ratio compared on the log scale")
     qx, qy = _quantifier(X, True), _quantifier(Y, False)
     PH, PF, PW, pairs = [], [], [], []
     for lx, vx, ex, px, sx, gx in xs:
@@ -173,15 +188,16 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
             ph.append(r["p_holds"]); pf.append(r["p_fails"])
             pw.append(power(px - py, sx, sy, len(vx), len(vy), alpha, ex, ey)
                       if px is not None and py is not None and (ex or sx is not None) and (ey or sy is not None) else None)
-            pairs.append(f"{lx} − {ly} = {r['d']:.3g}" + (f" (t = {r['t']:.2f}, df = {r['df']:.1f}, p = {r['p_holds']:.2g})"
+            pairs.append((f"log {lx} − log {ly}" if log else f"{lx} − {ly}") + f" = {r['d']:.3g}" + (f" (t = {r['t']:.2f}, df = {r['df']:.1f}, p = {r['p_holds']:.2g})"
                                                        if math.isfinite(r["t"]) and math.isfinite(r["df"]) else f" ({r.get('why') or 'no standard error'})"))
         PH.append(_reduce(ph, pf, pw, qy))
     h, f, pw = _reduce([a for a, _, _ in PH], [b for _, b, _ in PH], [c for _, _, c in PH], qx)
     ns = [len(v) for _, v, e, *_ in xs + ys if not e]; n = min(ns) if ns else 1
     k = len(xs) * len(ys)
-    test = "Welch t, one-sided" + ("" if k == 1 else f", {qx} of {len(xs)} × {qy} of {len(ys)} rows (intersection-union / Bonferroni)")
-    lhs = ", ".join(_fmt_side(l, v, e) for l, v, e, *_ in xs) if greater else ", ".join(_fmt_side(l, v, e) for l, v, e, *_ in ys)
-    rhs = ", ".join(_fmt_side(l, v, e) for l, v, e, *_ in ys) if greater else ", ".join(_fmt_side(l, v, e) for l, v, e, *_ in xs)
+    test = ("Welch t on the log scale (geometric means), one-sided" if log else "Welch t, one-sided") + \
+           ("" if k == 1 else f", {qx} of {len(xs)} × {qy} of {len(ys)} rows (intersection-union / Bonferroni)")
+    lhs = ", ".join(_fmt_side(l, v, e, log) for l, v, e, *_ in (xs if greater else ys))
+    rhs = ", ".join(_fmt_side(l, v, e, log) for l, v, e, *_ in (ys if greater else xs))
     numbers = f"{lhs} {part['op']} {rhs}; " + "; ".join(pairs)
     return base | dict(verdict=verdict(h, f, alpha), p_holds=h, p_fails=f, power=pw, test=test, n=n, numbers=numbers,
                        rows=[r for r in (part["lhs"].get("rows", []) + part["rhs"].get("rows", []))])
@@ -193,7 +209,7 @@ def _cells(claim: Claim) -> list[tuple[str, str]]:
     return list(dict.fromkeys((r, p["metric"]) for p in claim.parts for r in _part_rows(p)))
 
 def claim_power(claim: Claim, paper: dict | None, n: int, floors: dict | None = None, alpha: float = ALPHA,
-                sims: int = POWER_SIMS, seed: int = 0) -> tuple[float | None, str]:
+                sims: int = POWER_SIMS, seed: int = 0, logs=()) -> tuple[float | None, str]:
     """(power, why): the share of `sims` reproductions in which this judge finds `claim` to hold when each row's `n` seeds
     are drawn from the paper's own cell (normal, its mean and printed standard deviation) — the claim's structure, its
     'max' sides, Holm, 'most' and bands included. None with the reason where a cell has no paper value or no printed
@@ -208,11 +224,11 @@ def claim_power(claim: Claim, paper: dict | None, n: int, floors: dict | None = 
     for _ in range(sims):
         res = {}
         for r, k in cells: res.setdefault(r, {})[k] = list(rng.normal(float(paper[r][k]), float(paper[r][k + "_std"]), n))
-        hits += judge_claim(claim, res, "paper", paper, floors=floors, alpha=alpha, power=False)["verdict"] == HOLDS
+        hits += judge_claim(claim, res, "paper", paper, floors=floors, alpha=alpha, power=False, logs=logs)["verdict"] == HOLDS
     return hits / sims, ""
 
 def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict | None = None, learned: dict | None = None,
-                floors: dict | None = None, alpha: float = ALPHA, seeds=None, power: bool = True) -> dict:
+                floors: dict | None = None, alpha: float = ALPHA, seeds=None, power: bool = True, logs=()) -> dict:
     """Verdict of `claim` at `scale` with per-part tests: every part must hold (intersection-union) and a part fails after
     Holm's correction across the parts (`need='most'`: m = more than half of the claim's k parts must hold, a
     partial-conjunction test with each part at α / (k − m + 1); it fails when k − m + 1 parts fail, each at α / m). A
@@ -220,7 +236,8 @@ def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict |
     `verdicts.learned_rows`) makes it 'not tested: model did not learn'. `seeds` names the seeds of a NaN value. `power`:
     the claim's power against the paper's own effect, simulated through this judge (`claim_power`; None with `power_why`
     where the paper prints no standard deviation)."""
-    parts = [judge_part(p, results, paper, alpha, (floors or {}).get(p["metric"], 0.0), seeds) for p in claim.parts]
+    parts = [judge_part(p, results, paper, alpha, (floors or {}).get(p["metric"], 0.0), seeds, p["metric"] in logs)
+             for p in claim.parts]
     live = [p for p in parts if p["verdict"] != NOT_CHECKED]
     out = dict(claim=claim.text, table=claim.table, source=claim.source, ours=claim.ours, paper_note=claim.paper_note,
                parts=parts, note="", p_holds=1.0, p_fails=1.0, power=None, need=claim.need, not_learned=[])
@@ -246,7 +263,8 @@ def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict |
             p["p_holds_adj"], p["p_fails_adj"] = float(a), float(b); p["verdict"] = verdict(a, b, alpha)
         out.update(p_holds=h, p_fails=f)
     out["n"] = min([p.get("n", 0) for p in live], default=0)
-    if power and paper and v != NOT_CHECKED: out["power"], out["power_why"] = claim_power(claim, paper, out["n"], floors, alpha)
+    if power and paper and v != NOT_CHECKED:
+        out["power"], out["power_why"] = claim_power(claim, paper, out["n"], floors, alpha, logs=logs)
     if learned and v != NOT_CHECKED:
         rows = {r for p in live for r in p["rows"]}
         bad = [f"{r}: {learned[r]['why']}" for r in sorted(rows) if r in learned and not learned[r]["learned"]]

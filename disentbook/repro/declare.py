@@ -34,6 +34,7 @@ class Metric:
     fmt: str = "{:.3f}"
     tol: str | None = None
     resolution: float | None = None             # smallest difference the metric resolves (default: the format's last digit)
+    log: bool = False                           # a positive ratio: claims compare it on the log scale (geometric means)
 
     def floor(self) -> float:
         "The floor on a seed standard deviation: `resolution`, else one unit of the format's last decimal ('{:.3f}': 0.001)."

@@ -144,7 +144,7 @@ REFVAE_SCALES["cpu"] = cpu_scale(REFVAE_SCALES["quick"], "Table 1 (MNIST)", ("rb
 # %% ../../nbs/61_refvae_reproduction.ipynb #a45bb15a
 _M = lambda k, lab, fmt="{:.3f}": Metric(k, lab, fmt)
 MNIST_METRICS = (*(_M(f"{n}_mae", n) for n in STYLE_NAMES), _M("avg_mae", "Avg"), _M("avg_mae_z", "Avg (z)"),
-                 _M("z_gap", "Avg(z) − Avg"), _M("z_ratio", "Avg(z) / Avg", "{:.2f}"), _M("avg_mae_all", "Avg (all latents)"), _M("baseline_mae", "mean predictor"),
+                 _M("z_gap", "Avg(z) − Avg"), Metric("z_ratio", "Avg(z) / Avg", "{:.2f}", log=True), _M("avg_mae_all", "Avg (all latents)"), _M("baseline_mae", "mean predictor"),
                  _M("e_sensitivity", "sensitivity to e"), _M("rec_l1", "L1/pixel"), _M("blank_l1", "L1/pixel of a blank image"))
 AFFECTNET_TABLE_METRICS = (*(_M(m, m.replace("_acc", "")) for m in AFFECTNET_METRICS), _M("avg_acc", "Avg"),
                            _M("avg_acc_z", "Avg (z)"), _M("acc_gap", "Avg − Avg(z)"), _M("e_sensitivity", "sensitivity to e"))
