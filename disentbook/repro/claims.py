@@ -4,21 +4,11 @@
 
 # %% ../../nbs/08d_claims.ipynb #b660318a
 from __future__ import annotations
-import dataclasses, importlib.util, inspect, json, math, os, re, shutil, time, warnings
-from pathlib import Path
-from types import SimpleNamespace
-from typing import Callable
+import math, re
 
 import numpy as np
-import torch
 
-from ..core import (REPRODUCTIONS, ConfigMismatchError, DataNotFoundError, DisentbookError, InputError, NonFiniteLossError, Registry, default_device, describe_device, in_test,
-                             make_generator, paper_values, seed_everything, write_json)
-from ..data.samplers import SingleSampler
-from ..nets import VAE
-from ..objectives.base import OBJECTIVES, make_objective
-from ..train import Trainer, TrainConfig, load_model, model_spec, read_checkpoint_config
-from ..eval.viz import history_figure, image_grid, kl_per_dim, save_figure, traversal_figure, traversal_images
+from ..core import InputError
 
 # %% auto #0
 __all__ = ['SCALE_ORDER', 'POWER_SIMS', 'parse_tolerance', 'band', 'parse_part', 'Claim', 'judge_part', 'claim_power',

@@ -4,7 +4,6 @@
 
 # %% ../../nbs/52a_contrastive_eval.ipynb #7c180d69
 from __future__ import annotations
-import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,8 +15,7 @@ from ..data.base import LabelledImages
 from ..data.celeba import celeba_glasses_hats
 from ..data.grassy import ContrastiveData, make_grassy_mnist
 from ..data.samplers import TargetBackgroundSampler
-from ..eval.protocols import chance_level, clustering_scores, reconstruction_error_per_pixel, tsne_embedding
-from ..eval.viz import image_grid
+from ..eval.protocols import chance_level, clustering_scores, reconstruction_error_per_pixel
 from ..objectives.contrastive import ContrastiveVAE, w2_loss
 
 # %% auto #0

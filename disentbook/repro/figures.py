@@ -4,21 +4,13 @@
 
 # %% ../../nbs/08g_figures.ipynb #c11a2902
 from __future__ import annotations
-import dataclasses, importlib.util, inspect, json, math, os, re, shutil, time, warnings
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Callable
 
-import numpy as np
 import torch
 
-from ..core import (REPRODUCTIONS, ConfigMismatchError, DataNotFoundError, DisentbookError, InputError, NonFiniteLossError, Registry, default_device, describe_device, in_test,
-                             make_generator, paper_values, seed_everything, write_json)
-from ..data.samplers import SingleSampler
-from ..nets import VAE
-from ..objectives.base import OBJECTIVES, make_objective
-from ..train import Trainer, TrainConfig, load_model, model_spec, read_checkpoint_config
-from ..eval.viz import history_figure, image_grid, kl_per_dim, save_figure, traversal_figure, traversal_images
+from ..core import InputError, make_generator
+from ..train import load_model
+from ..eval.viz import image_grid, kl_per_dim, traversal_figure, traversal_images
 from .declare import Paper, Table
 from .runs import load_data, run_cfg, run_dir, train_data
 from .verdicts import seed_stats

@@ -4,21 +4,14 @@
 
 # %% ../../nbs/08_harness.ipynb #c919b147
 from __future__ import annotations
-import dataclasses, importlib.util, inspect, json, math, os, re, shutil, time, warnings
+import inspect, json, os, time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Callable
 
-import numpy as np
 import torch
 
-from ..core import (REPRODUCTIONS, ConfigMismatchError, DataNotFoundError, DisentbookError, InputError, NonFiniteLossError, Registry, default_device, describe_device, in_test,
-                             make_generator, paper_values, seed_everything, write_json)
-from ..data.samplers import SingleSampler
-from ..nets import VAE
-from ..objectives.base import OBJECTIVES, make_objective
-from ..train import Trainer, TrainConfig, load_model, model_spec, read_checkpoint_config
-from ..eval.viz import history_figure, image_grid, kl_per_dim, save_figure, traversal_figure, traversal_images
+from ..core import REPRODUCTIONS, DataNotFoundError, InputError, default_device, describe_device, write_json
+from ..eval.viz import save_figure
 from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
                                        all_of, any_of, band_test, compare, holm, learned_rows, most_needed, paper_seeds,
                                        partial_conjunction, power, power_at_least, seed_stats, degenerate_cell, verdict, welch,

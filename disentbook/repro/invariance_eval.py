@@ -7,17 +7,15 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
-import torch
 
 from ..core import DataNotFoundError, make_generator, to_numpy
-from ..data.colored_mnist import PALETTES, ColoredMNIST, PairSampler, class_labels, group_ids
-from ..data.shapes3d import Shapes3D, SHAPES3D_VALUES
+from ..data.colored_mnist import ColoredMNIST, PairSampler, class_labels, group_ids
+from ..data.shapes3d import Shapes3D
 from ..data.mpi3d import MPI3D, mpi3d_path
 from ..eval.protocols import group_accuracy
 from ..eval.scores import encode_means
 from ..nets import VAE
 from ..objectives import invariance as inv
-from ..train import model_spec
 from .harness import library_scores
 
 # %% auto #0

@@ -4,23 +4,11 @@
 
 # %% ../../nbs/08h_report.ipynb #065cc90b
 from __future__ import annotations
-import dataclasses, importlib.util, inspect, json, math, os, re, shutil, time, warnings
-from pathlib import Path
-from types import SimpleNamespace
-from typing import Callable
+import json, math
 
-import numpy as np
-import torch
-
-from ..core import (REPRODUCTIONS, ConfigMismatchError, DataNotFoundError, DisentbookError, InputError, NonFiniteLossError, Registry, default_device, describe_device, in_test,
-                             make_generator, paper_values, seed_everything, write_json)
-from ..data.samplers import SingleSampler
-from ..nets import VAE
-from ..objectives.base import OBJECTIVES, make_objective
-from ..train import Trainer, TrainConfig, load_model, model_spec, read_checkpoint_config
-from ..eval.viz import history_figure, image_grid, kl_per_dim, save_figure, traversal_figure, traversal_images
-from .verdicts import (FAILS, HOLDS, INCONCLUSIVE, NOT_CHECKED, NOT_LEARNED, NOT_TESTED, RULE_TEXT, seed_stats,
-                                       within)
+from ..core import paper_values
+from .verdicts import (FAILS, HOLDS, INCONCLUSIVE, NOT_CHECKED, NOT_LEARNED, NOT_TESTED, RULE_TEXT,
+                                       seed_stats, within)
 from .claims import band, parse_tolerance
 from .declare import Metric, Table, scale_config
 from .runs import run_dir

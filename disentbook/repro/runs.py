@@ -4,21 +4,18 @@
 
 # %% ../../nbs/08f_runs.ipynb #f16e2880
 from __future__ import annotations
-import dataclasses, importlib.util, inspect, json, math, os, re, shutil, time, warnings
+import importlib.util, inspect, json, math, shutil, time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable
 
-import numpy as np
 import torch
 
-from ..core import (REPRODUCTIONS, ConfigMismatchError, DataNotFoundError, DisentbookError, InputError, NonFiniteLossError, Registry, default_device, describe_device, in_test,
-                             make_generator, paper_values, seed_everything, write_json)
+from ..core import InputError, NonFiniteLossError, in_test, seed_everything, write_json
 from ..data.samplers import SingleSampler
 from ..nets import VAE
 from ..objectives.base import OBJECTIVES, make_objective
-from ..train import Trainer, TrainConfig, load_model, model_spec, read_checkpoint_config
-from ..eval.viz import history_figure, image_grid, kl_per_dim, save_figure, traversal_figure, traversal_images
+from ..train import Trainer, TrainConfig
+from ..eval.viz import history_figure, save_figure
 from .declare import PAPERS, Paper
 
 # %% auto #0
