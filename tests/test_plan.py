@@ -108,3 +108,20 @@ def test_broken_throughput_tables_are_one_line_errors(tmp_path, monkeypatch):
     p = P.plan("vae", "gpu")                                           # 5 x 20,000 x 64 images at 1,000 images/s
     assert p["device"] == "a GPU" and p["measured"] and p["seconds"] == pytest.approx(5 * 20_000 * 64 / 1000)
     with pytest.raises(P.OverBudgetError, match="over its budget of 2"): P.check_budget(p)
+
+
+def test_a_captured_row_timed_eagerly_rates_as_eager(tmp_path):
+    "A benchmark row whose capture fell back (engine_mode 'eager') is an eager figure, never a captured one."
+    import json
+    t = dict(device="a GPU", measured=True, reference_family="conv64_vae", rows=[
+        dict(family="conv64_vae", method="beta_vae", mode="eager", group_size=1, precision="bf16", images_per_s=100.0),
+        dict(family="conv64_vae", method="beta_vae", mode="captured_single", group_size=1, precision="bf16",
+             images_per_s=90.0, engine_mode="eager"),
+        dict(family="conv64_vae", method="beta_vae", mode="captured_ensemble", group_size=8, precision="bf16",
+             images_per_s=800.0, engine_mode="capturing")])
+    f = tmp_path / "t.json"; f.write_text(json.dumps(t))
+    table = P.load_throughput(f)
+    assert [r["mode"] for r in table["rows"]] == ["eager", "eager", "captured_ensemble"]
+    assert table["rows"][1]["planned_mode"] == "captured_single"
+    assert P.rate(table, "conv64_vae", "eager", 1)[0] == 90.0
+    assert P.rate(table, "conv64_vae", "captured_ensemble", 8)[0] == 800.0
