@@ -546,14 +546,20 @@ def _replay_or_warm(self, step: int, body) -> torch.Tensor:
     return row
 
 def _capture(self, body, step):
-    "Record `body(step)` as one CUDA graph; a failure is recorded (`capture_error`), then eager (or `CaptureError`)."
+    """Record `body(step)` as one CUDA graph; a failure is recorded (`capture_error`), the graph discarded and the stream
+    the step ran on restored, then eager (or `CaptureError`): the process stays usable."""
+    prev = torch.cuda.current_stream()
     try:
         for o in self._optimizers(): o.zero_grad(set_to_none=True)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g): self._static_row = body(step)
         self._graph, self.mode = g, "captured"
     except Exception as e:
-        self._static, self.capture_error = None, f"{type(e).__name__}: {e}"
+        # `torch.cuda.graph` leaves its capture stream current when `capture_end` raises: back to the step's own stream,
+        # so the eager fallback does not run on a stream that is still capturing
+        torch.cuda.set_stream(prev)
+        g = None
+        self._static, self._graph, self.capture_error = None, None, f"{type(e).__name__}: {e}"
         self._fallback(f"capturing the step failed ({self.capture_error})")
 
 Ensemble.train_step = _ensemble_train_step

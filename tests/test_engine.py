@@ -218,3 +218,27 @@ def test_a_fallback_to_single_models_is_never_silent(data, monkeypatch):
     assert all(r["fallback"].startswith("ensemble -> single models") for r in res)
     with pytest.raises(engine.CaptureError, match="forbids the fallback"):
         engine.fit_groups(members, MODEL, data, cfg(steps=2, log_every=1), strict=True)
+
+
+def test_a_failed_capture_restores_the_stream_and_falls_back(monkeypatch):
+    """As far as a CPU can show it: when the graph's capture raises on exit (as `capture_end` does on an invalid capture,
+    leaving torch.cuda.graph's side stream current), `_capture` puts the step's own stream back, drops the graph and
+    falls back to eager with the reason recorded."""
+    import contextlib
+    from types import SimpleNamespace
+    current = ["step stream"]
+    @contextlib.contextmanager
+    def graph(g):
+        current[0] = "capture stream"
+        yield
+        raise RuntimeError("operation not permitted when stream is capturing")      # capture_end; the stream is not restored
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: current[0])
+    monkeypatch.setattr(torch.cuda, "set_stream", lambda s: current.__setitem__(0, s))
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: object())
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    why = []
+    self = SimpleNamespace(_optimizers=lambda: [], _static=("inputs",), mode="capturing", _graph=None,
+                           _fallback=lambda w, **k: (why.append(w), setattr(self, "mode", "eager")))
+    engine._capture(self, lambda step: torch.zeros(3), 5)
+    assert current[0] == "step stream" and self._graph is None and self._static is None and self.mode == "eager"
+    assert "capturing the step failed (RuntimeError: operation not permitted" in why[0] and self.capture_error.startswith("RuntimeError")
