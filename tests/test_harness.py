@@ -212,3 +212,12 @@ def test_ensemble_runner_equals_runs_one_by_one(toy, tmp_path, monkeypatch):
     n = len(calls)
     fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble", resume=True, precision="fp32")   # cached: nothing trains
     assert len(calls) == n
+
+
+def test_a_row_no_gate_applies_to_is_never_learned():
+    "A row without the gate's metric says 'no gate', and a claim resting on it is not tested, never judged as learned."
+    res = {"A": dict(rec=[0.1, 0.11, 0.12], blank=[0.5] * 3, m=[0.9, 0.91, 0.92]), "C": dict(m=[0.1, 0.11, 0.12])}
+    gate = H.learned_rows([H.Gate("rec", "<", "blank", "reconstructs better than a blank image")], res)
+    assert gate["A"]["learned"] is True and gate["C"]["learned"] is None and gate["C"]["why"].startswith("no gate")
+    j = H.judge_claim(H.Claim("A beats C", "A > C on m"), res, "quick", learned=gate)
+    assert j["verdict"] == H.NOT_LEARNED and any("C: no gate" in b for b in j["not_learned"])

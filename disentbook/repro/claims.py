@@ -257,7 +257,7 @@ def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict |
         out["power"], out["power_why"] = claim_power(claim, paper, out["n"], floors, alpha, logs=logs)
     if learned and v != NOT_CHECKED:
         rows = {r for p in live for r in p["rows"]}
-        bad = [f"{r}: {learned[r]['why']}" for r in sorted(rows) if r in learned and not learned[r]["learned"]]
+        bad = [f"{r}: {learned[r]['why']}" for r in sorted(rows) if r in learned and learned[r]["learned"] is not True]
         if bad: v, out["not_learned"] = NOT_LEARNED, bad
     if SCALE_ORDER.index(scale) < SCALE_ORDER.index(claim.min_scale) and v != NOT_CHECKED: v = NOT_TESTED
     out["verdict"] = v

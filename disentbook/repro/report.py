@@ -168,6 +168,7 @@ def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=No
         for t, g in gates.items():
             for row, r in g.items():
                 if r["checked"]: L.append(f"- {t}, {row}: {'learned' if r['learned'] else 'DID NOT LEARN'} — {r['checked']}")
+                elif r["learned"] is None: L.append(f"- {t}, {row}: {r['why']}")
         L += [""]
     L += ["## The paper's claims, checked", ""] + claim_lines(claims) + [""]
     if p.sections: L += list(p.sections(ctx)) + [""]

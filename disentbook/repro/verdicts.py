@@ -13,9 +13,9 @@ from ..core import InputError
 
 # %% auto #0
 __all__ = ['ALPHA', 'HOLDS', 'FAILS', 'INCONCLUSIVE', 'NOT_TESTED', 'NOT_CHECKED', 'NOT_LEARNED', 'BOUNDS', 'NO_SPREAD',
-           'RULE_TEXT', 'seed_stats', 'degenerate_cell', 'welch', 'verdict', 'compare', 'permutation_p', 'holm',
-           'all_of', 'any_of', 'most_needed', 'partial_conjunction', 'band_test', 'within', 'power', 'power_at_least',
-           'Gate', 'learned_rows', 'paper_seeds']
+           'NO_GATE', 'RULE_TEXT', 'seed_stats', 'degenerate_cell', 'welch', 'verdict', 'compare', 'permutation_p',
+           'holm', 'all_of', 'any_of', 'most_needed', 'partial_conjunction', 'band_test', 'within', 'power',
+           'power_at_least', 'Gate', 'learned_rows', 'paper_seeds']
 
 # %% ../../nbs/08a_verdicts.ipynb #fda68503
 ALPHA = 0.05
@@ -205,12 +205,16 @@ class Gate:
                    + (f", p = {p:.2g})" if math.isfinite(p) else ")"))
         return dict(learned=ok, numbers=numbers, text=self.text)
 
+NO_GATE = "no gate: nothing this row must beat is declared for it, so no claim rests on it"
+
 def learned_rows(gates, values: dict, alpha: float = ALPHA) -> dict:
-    "{row: dict(learned, why)} of `values` = {row: {metric: [seed values]}} under `gates` (rows no gate applies to: learned)."
+    """{row: dict(learned, why, checked)} of `values` = {row: {metric: [seed values]}} under `gates`; a row no gate applies
+    to has `learned=None` ('no gate', never 'learned')."""
     out = {}
     for row, m in values.items():
         checks = [c for g in gates if (c := g.check(row, m, alpha)) is not None]
         bad = [c for c in checks if not c["learned"]]
+        if not checks: out[row] = dict(learned=None, why=NO_GATE, checked=""); continue
         out[row] = dict(learned=not bad, why="; ".join(f"{c['text']}: not clearly ({c['numbers']})" for c in bad),
                         checked="; ".join(f"{c['text']} ({c['numbers']})" for c in checks))
     return out
