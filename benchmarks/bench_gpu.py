@@ -195,7 +195,7 @@ class Bench:
             obj = make()
             r |= self.timed(obj, k, precision, method, batch, ckpt=paper is None)
             r["engine_mode"] = getattr(obj, "mode", "trainer")
-            if r["engine_mode"] == "eager" and mode != "eager":       # a capture that fell back: the row is an eager figure
+            if r["engine_mode"] == "eager" and mode == "captured_single":   # a capture that fell back: an eager figure
                 r["planned_mode"], r["mode"] = mode, "eager"
             if getattr(obj, "reason", None): r["why"] = str(obj.reason)
             if self.dev.type == "cuda": r["memory_per_member_mib"] = round((torch.cuda.max_memory_allocated(self.dev) - m0) / k / 2**20, 1)

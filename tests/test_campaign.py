@@ -54,8 +54,9 @@ def test_tiny_campaign_bench_paper_pretrained(capsys, tmp_path):
         assert rec["status"] == "ok" and rec["device"].startswith("cpu") and rec["tiny"], rec
     checks = G.read_archive(res / "checks.tar.gz")
     table = json.loads(checks["bench/throughput.json"])
-    assert table["measured"] and table["tiny"] and {r["mode"] for r in table["rows"]} == {"eager", "captured_single",
-                                                                                          "captured_ensemble"}
+    # on a CPU no capture happens: the single captured models were timed eagerly and are recorded as eager figures
+    assert table["measured"] and table["tiny"] and {r["mode"] for r in table["rows"]} == {"eager", "captured_ensemble"}
+    assert {r.get("planned_mode") for r in table["rows"] if r.get("engine_mode") == "eager"} >= {"captured_single"}
     vae = G.read_archive(res / "vae.tar.gz")
     assert vae["vae/report.md"].decode().startswith("Measured on: cpu")
     assert any(k.endswith("/eval.json") for k in vae) and any(k.endswith("history.csv") for k in vae)

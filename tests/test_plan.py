@@ -111,7 +111,7 @@ def test_broken_throughput_tables_are_one_line_errors(tmp_path, monkeypatch):
 
 
 def test_a_captured_row_timed_eagerly_rates_as_eager(tmp_path):
-    "A benchmark row whose capture fell back (engine_mode 'eager') is an eager figure, never a captured one."
+    "A single-model row whose capture fell back (engine_mode 'eager') is an eager figure, never a captured one."
     import json
     t = dict(device="a GPU", measured=True, reference_family="conv64_vae", rows=[
         dict(family="conv64_vae", method="beta_vae", mode="eager", group_size=1, precision="bf16", images_per_s=100.0),

@@ -55,8 +55,8 @@ def load_throughput(path=None) -> dict:
             raise InputError(f"throughput table {path}: row {i} needs family, mode (one of {', '.join(MODES)}), "
                              f"group_size >= 1 and images_per_s > 0; found {r}")
     t.setdefault("reference_family", t["rows"][0]["family"] if t["rows"] else "conv64_vae")
-    for r in t["rows"]:                  # a row timed eagerly (a capture that fell back) rates eager groups, never captured ones
-        if r.get("engine_mode") == "eager" and r["mode"] != "eager": r["planned_mode"], r["mode"] = r["mode"], "eager"
+    for r in t["rows"]:     # a single model whose capture fell back was timed eagerly: an eager figure, never a captured one
+        if r.get("engine_mode") == "eager" and r["mode"] == "captured_single": r["planned_mode"], r["mode"] = r["mode"], "eager"
     t["path"] = str(path)
     return t
 
@@ -125,6 +125,8 @@ def rate(table: dict, fam: str, mode: str, members: int, precision: str = "bf16"
             for k, r in pts: best[k] = max(best.get(k, 0.0), r)
             return float(_interp(list(best.items()), members)), f"{why}, ensemble {how}, {tag}"
     if single: return float(max(r for _, r in single)), f"{why}, captured single, {tag}"
+    e = [r["images_per_s"] for r in rows if r["mode"] == "eager"]
+    if e: return float(min(e)), f"{why}, no captured figure (its capture fell back or was not measured): rated as eager, {tag}"
     if src == fam and fam != table["reference_family"]:          # the family's rows are of other modes (e.g. eager only)
         r, how = rate(dict(table, rows=[r for r in table["rows"] if r["family"] != fam]), fam, mode, members, precision)
         return r, how.replace(f"(no figure for {fam}:", f"(no {mode.replace('_', ' ')} figure for {fam}:")
