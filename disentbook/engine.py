@@ -548,7 +548,8 @@ def _replay_or_warm(self, step: int, body) -> torch.Tensor:
 def _capture(self, body, step):
     """Record `body(step)` as one CUDA graph; a failure is recorded (`capture_error`), the graph discarded and the stream
     the step ran on restored, then eager (or `CaptureError`): the process stays usable."""
-    prev = torch.cuda.current_stream()
+    try: prev = torch.cuda.current_stream()
+    except (RuntimeError, AssertionError): prev = None            # no CUDA here: nothing to restore
     try:
         for o in self._optimizers(): o.zero_grad(set_to_none=True)
         g = torch.cuda.CUDAGraph()
@@ -557,7 +558,7 @@ def _capture(self, body, step):
     except Exception as e:
         # `torch.cuda.graph` leaves its capture stream current when `capture_end` raises: back to the step's own stream,
         # so the eager fallback does not run on a stream that is still capturing
-        torch.cuda.set_stream(prev)
+        if prev is not None: torch.cuda.set_stream(prev)
         g = None
         self._static, self._graph, self.capture_error = None, None, f"{type(e).__name__}: {e}"
         self._fallback(f"capturing the step failed ({self.capture_error})")

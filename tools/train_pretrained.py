@@ -113,7 +113,7 @@ def settings(name: str) -> dict:
     c = curve_length(name)
     if c is None: return dict(DEFAULTS, **RECIPES[name][4])
     from dsprites_curves import SETTINGS
-    return dict(DEFAULTS, **{k: SETTINGS[k] for k in ("batch_size", "lr", "hidden", "latent_dim", "threads")},
+    return dict(DEFAULTS, **{k: SETTINGS[k] for k in ("batch_size", "lr", "latent_dim", "threads")},
                 steps=int(c["steps"]), precision=c["precision"], hidden=int(c.get("hidden", 128)))   # 128: the first curves
 
 

@@ -21,7 +21,7 @@ from .claims import *
 from .claims import _cells
 from .declare import *
 from .runs import *
-from .runs import _member, _sampler_fn, _setup
+from .runs import _engine_mode, _member, _sampler_fn, _setup
 from .figures import *
 from .report import *
 from .report import _report, _p

@@ -125,11 +125,11 @@ def rate(table: dict, fam: str, mode: str, members: int, precision: str = "bf16"
             for k, r in pts: best[k] = max(best.get(k, 0.0), r)
             return float(_interp(list(best.items()), members)), f"{why}, ensemble {how}, {tag}"
     if single: return float(max(r for _, r in single)), f"{why}, captured single, {tag}"
-    e = [r["images_per_s"] for r in rows if r["mode"] == "eager"]
-    if e: return float(min(e)), f"{why}, no captured figure (its capture fell back or was not measured): rated as eager, {tag}"
     if src == fam and fam != table["reference_family"]:          # the family's rows are of other modes (e.g. eager only)
         r, how = rate(dict(table, rows=[r for r in table["rows"] if r["family"] != fam]), fam, mode, members, precision)
         return r, how.replace(f"(no figure for {fam}:", f"(no {mode.replace('_', ' ')} figure for {fam}:")
+    e = [r["images_per_s"] for r in rows if r["mode"] == "eager"]
+    if e: return float(min(e)), f"{why}, no captured figure (its capture fell back or was not measured): rated as eager, {tag}"
     raise InputError(f"throughput table {table.get('path', '(anchors)')}: no rows for family {src}")
 
 # %% ../../nbs/08b_plan.ipynb #c484bfa5
