@@ -54,7 +54,8 @@ def test_a_curve_cut_short_resumes_to_a_straight_run(tiny):
     rows = D.read_curve(name)
     assert [r["steps"] for r in rows] == [10] and all(0 <= r["mig"] <= 1 and "loss/loss" in r for r in rows)
     assert D.run_curve(name, Stingy(0)) is True                      # done: nothing to train
-    assert (tiny / "curves" / f"{name}.csv").is_file() and (tiny / "curves" / f"{name}.png").is_file()
+    stem = D.curve_stem(name)                                        # the fixture's width (16): NAME-h16
+    assert stem == f"{name}-h16" and (tiny / "curves" / f"{stem}.csv").is_file() and (tiny / "curves" / f"{stem}.png").is_file()
     s = D.SETTINGS
     train_job(method="beta_vae", dataset="dsprites", params=dict(beta=1.0), steps=10, batch_size=s["batch_size"],
               lr=s["lr"], latent_dim=s["latent_dim"], hidden=s["hidden"], out_dir=tiny / "straight", device="cpu",
@@ -128,7 +129,8 @@ def test_the_models_stage_packages_the_chosen_length(tiny, monkeypatch):
     assert card["train"]["precision"] == lengths["beta_vae_b1"]["precision"]
     assert not pretrained("beta_vae_b1", root=tiny / "dest").training
     for f in ("beta_vae_b1_curve.png", "beta_vae_b1_traversals.png", "README.md"): assert (tiny / "figures" / f).is_file(), f
-    assert "`beta_vae_b1` | 10 |" in (tiny / "figures" / "README.md").read_text()
+    assert "`beta_vae_b1` | 16 | 10 |" in (tiny / "figures" / "README.md").read_text()
+    assert card["figures"]["curve_csv"] == "benchmarks/curves/beta_vae_b1-h16.csv"
 
 
 def test_a_dsprites_curve_stops_once_flat(tiny):
