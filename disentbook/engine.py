@@ -559,7 +559,6 @@ def _capture(self, body, step):
         # `torch.cuda.graph` leaves its capture stream current when `capture_end` raises: back to the step's own stream,
         # so the eager fallback does not run on a stream that is still capturing
         if prev is not None: torch.cuda.set_stream(prev)
-        g = None
         self._static, self._graph, self.capture_error = None, None, f"{type(e).__name__}: {e}"
         self._fallback(f"capturing the step failed ({self.capture_error})")
 

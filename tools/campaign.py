@@ -143,10 +143,11 @@ def stage_precision(clock: Clock) -> str:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_precision as BP
     last = 150.0                                       # seconds of the last run (a first guess before any)
+    done = {(r["method"], r["precision"], r["seed"]) for r in BP.collect()}     # the kept results, read once
     for m in BP.METHODS:
         for seed in BP.SEEDS:
             for prec in ("fp32", "bf16"):
-                if any((r["method"], r["precision"], r["seed"]) == (m, prec, seed) for r in BP.collect()): continue
+                if (m, prec, seed) in done: continue
                 clock.wait_while_paused()
                 # a run (1,500 steps, about two chunks) is not checkpointed mid-way: start it only if it fits
                 if not clock.fits(1.5 * last): BP.write(BP.compare(BP.collect())); return "partial"

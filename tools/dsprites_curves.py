@@ -149,9 +149,9 @@ def run_curve(name: str, clock: C.Clock, lengths=None) -> bool:
     flat (`stopped_flat`); False if cut short."""
     from disentbook.train import load_model, read_checkpoint_config
     rows, out, lengths = read_curve(name), curve_dir(name), lengths or LENGTHS
-    done = {r["steps"] for r in rows}
+    done, measured = {r["steps"] for r in rows}, False
     for L in lengths:
-        if stopped_flat(read_curve(name)): break
+        if stopped_flat(rows): break
         if L in done or L < _at(out / "run"): continue     # measured, or passed by a run started with other lengths
         if not train_to(name, L, clock): return False
         model = load_model(out / "run" / "checkpoint", device="cpu")
@@ -168,10 +168,11 @@ def run_curve(name: str, clock: C.Clock, lengths=None) -> bool:
         row["train_seconds"], row["train_cpu_seconds"] = round(sec["seconds"], 1), round(sec.get("cpu_seconds", float("nan")), 1)
         assert cfg["step"] == L
         with open(out / "curve.jsonl", "a") as f: f.write(json.dumps(row) + "\n")
+        rows.append(row); measured = True
         print(f"{name} at {L:,} steps: MIG {row['mig']:.3f}, FactorVAE {row['factor_vae']:.3f}, active {row['active']} "
               f"({row['seconds_eval']:.0f} s to measure)", flush=True)
         write_curve_files(name)
-    if read_curve(name): write_curve_files(name)        # also for a curve resumed from elsewhere (a pilot) and already flat
+    if rows and not measured: write_curve_files(name)   # a curve resumed from elsewhere (a pilot), already flat
     return True
 
 
