@@ -3,6 +3,7 @@
     python benchmarks/bench_gpu.py                              # on CUDA: measure, write benchmarks/throughput.json
     python benchmarks/bench_gpu.py --device cpu --tiny          # anywhere: a tiny run that exercises every path (CI)
     python benchmarks/bench_gpu.py --ks 8 32 64 128 --repeats 5 --window 500
+    python benchmarks/bench_gpu.py --merge bf16.json fp32.json --out benchmarks/throughput.json   # runs of one GPU, one table
 
 What it measures, each as aggregate images/s (median of `--repeats` timed windows, with min and max):
 
@@ -208,6 +209,28 @@ class Bench:
         return r
 
 
+def merge(paths: list[str], out: str) -> int:
+    """One table from tables measured in separate runs on the same GPU (say, bf16 in one run and fp32 in another, to fit
+    a time-limited slot): rows, failures and reference loops together, each run's command kept."""
+    ts = [json.loads(Path(p).read_text()) for p in paths]
+    devs = {t["device"] for t in ts}
+    if len(devs) != 1 or any(t.get("tiny") or not t.get("measured") for t in ts):
+        print(f"bench_gpu.py: error: --merge takes measured GPU tables of one device; got {sorted(devs)}", file=sys.stderr)
+        return 2
+    keys = lambda r: (r["family"], r["method"], r["mode"], r["group_size"], r["precision"])
+    rows = {}
+    for t in ts:
+        for r in t["rows"]: rows[keys(r)] = r                          # a later table's row replaces an earlier one
+    m = dict(ts[0]) | dict(rows=list(rows.values()), failed=[r for t in ts for r in t.get("failed", [])],
+                           reference=[r for t in ts for r in t.get("reference", [])],
+                           partial=any(t.get("partial") for t in ts), seconds=round(sum(t.get("seconds", 0) for t in ts), 1),
+                           date=max(t.get("date") or "" for t in ts), command=" ; ".join(t["command"] for t in ts),
+                           window_steps=sorted({t.get("window_steps") for t in ts}), repeats=sorted({t.get("repeats") for t in ts}))
+    Path(out).write_text(json.dumps(m, indent=1) + "\n")
+    print(f"{len(m['rows'])} rows from {len(ts)} tables -> {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", help="cuda (default when present) or cpu")
@@ -224,7 +247,9 @@ def main(argv=None) -> int:
                     help="also one row per model family of these papers' gpu plans (the families the dSprites rows miss)")
     ap.add_argument("--out", help="where the table goes (default: benchmarks/throughput.json on CUDA, "
                                   "results/bench_gpu/throughput-<device>.json otherwise)")
+    ap.add_argument("--merge", nargs="+", metavar="TABLE", help="merge tables measured in separate runs into --out (no measuring)")
     a = ap.parse_args(argv)
+    if a.merge: return merge(a.merge, a.out or str(TABLE))
     dev = default_device(a.device)
     if a.device is None and dev.type != "cuda" and not a.tiny:
         ap.exit(2, "bench_gpu.py: error: no CUDA device here; run it on a GPU, or pass --device cpu --tiny to exercise it\n")
@@ -270,8 +295,8 @@ def main(argv=None) -> int:
             for k in a.ks:
                 rows.append(b.row(m, "captured_ensemble", k, prec,
                                   lambda: engine.Ensemble(b.trainers(m, k, prec), capture=cap, precision=prec))); save()
-        for name in a.papers if prec == a.precisions[-1] else ():     # at the plan's precision only (bf16 by default)
-            rows.extend(b.paper_rows(name, prec)); save()
+        for paper in a.papers if prec == a.precisions[-1] else ():    # at the plan's precision only (bf16 by default)
+            rows.extend(b.paper_rows(paper, prec)); save()
     ok = [r for r in rows if r.get("images_per_s")]
     print("\nratios (each precision against itself; captured / bare eager loop; target >= 3 for fp32 on an H100):")
     for prec in a.precisions:

@@ -508,7 +508,8 @@ def _check_finite_state(self: Trainer) -> None:
     "Raise `NonFiniteLossError` naming the first non-finite weight / optimizer tensor and the last good checkpoint."
     named = _saved_tensors(self)
     if not named: return
-    ok = torch.stack([torch.isfinite(t).all() for _, t in named]).cpu()    # one host sync
+    # one host sync; on a GPU, Adam's step counters live on the CPU unless it is capturable: gather on the trainer's device
+    ok = torch.stack([torch.isfinite(t).all().to(self.device) for _, t in named]).cpu()
     if bool(ok.all()): return
     name, t = named[int((~ok).nonzero()[0])]
     kinds = "/".join(k for k, m in (("nan", t.isnan()), ("inf", t.isinf())) if bool(m.any()))

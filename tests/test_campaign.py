@@ -41,10 +41,11 @@ def test_limits_of_the_results_folder(tmp_path):
 
 def test_tiny_campaign_bench_paper_pretrained(capsys, tmp_path):
     res, out = tmp_path / "results", tmp_path / "out"
+    led = ["--ledger", str(tmp_path / "ledger.json")]          # not the committed ledger: its landed GPU stages would be skipped
     # invariance: its groups are captured on a GPU, and the bench's CPU table has only eager rows of its family (the plan
     # falls back to the reference family's captured figures, said so, instead of refusing)
     for stage in ("bench", "vae", "invariance", "pretrained"):
-        assert G.main(["--stage", stage, "--device", "cpu", "--tiny", "--results", str(res), "--out", str(out)]) == 0, \
+        assert G.main(["--stage", stage, "--device", "cpu", "--tiny", "--results", str(res), "--out", str(out), *led]) == 0, \
             capsys.readouterr().out[-3000:]
     files = sorted(p.name for p in res.iterdir())
     assert files == ["checks.tar.gz", "invariance.tar.gz", "pretrained.tar.gz", "vae.tar.gz"] and sorted(p.name for p in out.iterdir()) == files
@@ -67,9 +68,9 @@ def test_tiny_campaign_bench_paper_pretrained(capsys, tmp_path):
     card = json.loads(pre["pretrained/assets/beta_vae_b1.json"])
     assert "pretrained/assets/beta_vae_b1.pt" in pre and card["dtype"] == "float16" and card["metrics"]
     assert card["train"]["device"].startswith("cpu") and card["recipe"].endswith("--stage pretrained")
-    assert G.main(["--stage", "vae", "--device", "cpu", "--tiny", "--results", str(res)]) == 0  # done: not run again
+    assert G.main(["--stage", "vae", "--device", "cpu", "--tiny", "--results", str(res), *led]) == 0  # done: not run again
     assert "is done" in capsys.readouterr().out
-    assert G.main(["--list", "--results", str(res)]) == 0
+    assert G.main(["--list", "--results", str(res), *led]) == 0
     listed = capsys.readouterr().out
     assert "vae" in listed and "ok (" in listed and "tests        not run" in listed
 

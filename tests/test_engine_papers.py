@@ -97,6 +97,13 @@ def run(member, data, config=None):
     return engine.build_run(member, MODEL, SingleSampler(data, device="cpu"), config or cfg(), data=data)
 
 
+def assert_same_training(a, b, init, rel=0.25):
+    "Captured and eager CUDA runs from the same weights moved each tensor alike (test_engine.py says why not to a fixed tolerance)."
+    for (k, p), q in zip(a.state_dict().items(), b.state_dict().values()):
+        d, u = (p.float() - q.float()).norm(), (p.float() - init[k].float()).norm()
+        assert d <= rel * u + 1e-6, f"{k}: captured and eager runs {float(d):.3g} apart, training moved it {float(u):.3g}"
+
+
 def close_weights(a, b, atol=1e-3):
     for (k, p), q in zip(a.state_dict().items(), b.state_dict().values()): torch.testing.assert_close(p, q, atol=atol, rtol=1e-3, msg=k)
 
@@ -335,8 +342,11 @@ def test_captured_single_equals_eager_on_cuda(name, params, data):
         t = engine.build_run(dict(objective=name, params=params, seed=3), MODEL, SingleSampler(data, device="cuda"), config, data=data)
         out[capture] = engine.CapturedStep(t, capture=capture, precision="fp32").fit()
     assert out[True].mode == "captured" and out[False].mode == "eager"
-    close_weights(out[False].trainer.model, out[True].trainer.model, atol=1e-3)
-    torch.testing.assert_close(torch.tensor(out[False].history().values), torch.tensor(out[True].history().values), rtol=1e-3, atol=1e-3)
+    m = dict(objective=name, params=params, seed=3)
+    init = engine.build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data).model.state_dict()
+    assert_same_training(out[False].trainer.model, out[True].trainer.model, init)
+    # measured on an H100 (annealed_vae, every step logged): the first step's terms equal, the rest within 6e-5 (relative)
+    torch.testing.assert_close(torch.tensor(out[False].history().values), torch.tensor(out[True].history().values), rtol=5e-4, atol=1e-3)
 
 
 @cuda

@@ -212,6 +212,7 @@ def test_latent_explorer_on_pretrained_invariance_model():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_latent_explorer_on_gpu():
+    pytest.importorskip("ipywidgets")
     torch.manual_seed(0)
     vae = VAE(image_size=28, latent_dim=3).cuda().eval()
     x = torch.randint(0, 256, (4, 1, 28, 28), dtype=torch.uint8)

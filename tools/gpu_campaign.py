@@ -8,7 +8,7 @@ returns into one archive of a small results folder, from which the next stage re
     python3 tools/gpu_campaign.py --wheels                     # download the wheels the GPU machine lacks into .whl/
     python3 tools/gpu_campaign.py --unpack                     # GPU results into the checkout (table, reports, models)
 
-Stages: `tests` (the CUDA tests: every test marked to skip without CUDA), `bench` (benchmarks/bench_gpu.py: the
+Stages: `contact` (tools/first_contact.py: every objective's GPU path, one line each, in under 5 minutes), `tests` (the CUDA tests: every test marked to skip without CUDA), `bench` (benchmarks/bench_gpu.py: the
 measured throughput table), one per paper (`vae`, `dipvae`, `tcwae`, `contrastive`, `refvae`, `invariance`: its `gpu`
 reproduction, after `reproduce --plan` has checked that it fits a stage on the measured table when there is one), and
 `pretrained` (tools/train_pretrained.py's recipes retrained at GPU lengths, packaged as fp16 weights and cards).
@@ -38,8 +38,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPERS = ("vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance")
-STAGES = ("tests", "bench", *PAPERS, "pretrained")
-ARCHIVE = {"tests": "checks", "bench": "checks", **{p: p for p in PAPERS}, "pretrained": "pretrained"}
+STAGES = ("contact", "tests", "bench", *PAPERS, "pretrained")
+ARCHIVE = {"contact": "checks", "tests": "checks", "bench": "checks", **{p: p for p in PAPERS}, "pretrained": "pretrained"}
 LIMIT_S = 9 * 60                       # one stage, one command
 LEDGER = ROOT / "benchmarks" / "gpu_campaign.json"     # stages landed in the checkout by earlier sessions (committed)
 MAX_FILES, MAX_FILE, MAX_TOTAL = 8, 16 * 2**20, 64 * 2**20
@@ -61,7 +61,8 @@ _LENGTHS = ROOT / "benchmarks" / "curves" / "lengths.json"
 if _LENGTHS.is_file():
     for _n, _c in json.loads(_LENGTHS.read_text()).items():
         if _n in PRETRAINED_GPU: PRETRAINED_GPU[_n] = (int(_c["steps"]), 64)
-WHAT = {"tests": "python -m pytest tests (only the tests that skip without CUDA)",
+WHAT = {"contact": "tools/first_contact.py: every objective in its own process, strict, bf16, a K = 2 ensemble and a captured single",
+        "tests": "python -m pytest tests (only the tests that skip without CUDA)",
         "bench": "python benchmarks/bench_gpu.py (writes the measured throughput table)",
         **{p: f"disentbook reproduce {p} --scale gpu (smoke with --tiny), after --plan" for p in PAPERS},
         "pretrained": "tools/train_pretrained.py's recipes at GPU lengths, fp16 weights + cards"}
@@ -172,9 +173,19 @@ def run(cmd: list[str], log: list[str], limit: float, env: dict | None = None) -
 
 
 # ---------------------------------------------------------------- the stages
+def stage_contact(a, work: Path, log: list) -> tuple[int, dict]:
+    out = work / "first_contact.json"
+    cmd = [sys.executable, "tools/first_contact.py", "--out", str(out), "--device", a.device]
+    cmd += ["--steps", "2", "--batch", "8", "--only", "beta_vae", "cvae", "--jobs", "1"] if a.tiny else []
+    rc, _ = run(cmd, log, min(a.remaining(), 5 * 60))
+    return rc, ({"contact/first_contact.json": out.read_bytes()} if out.exists() else {})
+
+
 def stage_tests(a, work: Path, log: list) -> tuple[int, dict]:
     junit = work / "junit.xml"
-    rc, _ = run([sys.executable, "-m", "pytest", "tests", "-p", "gpu_campaign", "--continue-on-collection-errors", "-q",
+    # only the files with CUDA tests: the others may import what the GPU machine lacks (nbformat, ipywidgets)
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py") if "cuda.is_available()" in p.read_text())
+    rc, _ = run([sys.executable, "-m", "pytest", *files, "-p", "gpu_campaign", "--continue-on-collection-errors", "-q",
                  "-rs", "-p", "no:cacheprovider", f"--junitxml={junit}"], log, a.remaining())
     files = {"tests/junit.xml": junit.read_bytes()} if junit.exists() else {}
     return (0 if rc in (0, 5) else rc), files                # 5: nothing collected (no CUDA test in this checkout)
@@ -311,7 +322,7 @@ def run_stage(a, stage: str) -> dict:
     log = []
     with tempfile.TemporaryDirectory(prefix=f"campaign_{stage}_") as tmp:
         work = Path(tmp)
-        fn = {"tests": stage_tests, "bench": stage_bench, "pretrained": stage_pretrained}.get(stage)
+        fn = {"contact": stage_contact, "tests": stage_tests, "bench": stage_bench, "pretrained": stage_pretrained}.get(stage)
         rc, files = fn(a, work, log) if fn else stage_paper(a, work, log, stage)
     seconds = time.perf_counter() - t0
     status = "ok" if rc == 0 else "timeout" if rc == 124 else "failed"
@@ -344,6 +355,7 @@ def unpack(a) -> int:
             if top != stage or rel in ("stage.json", "log.txt") or rel.startswith("runs/") or rel.startswith("histories/"): continue
             dest = (ROOT / "benchmarks" / "throughput.json" if rel == "throughput.json" else
                     ROOT / "benchmarks" / "gpu_tests_junit.xml" if rel == "junit.xml" else
+                    ROOT / "benchmarks" / "first_contact.json" if rel == "first_contact.json" else
                     ROOT / "disentbook" / "assets" / "pretrained" / rel.split("/", 1)[1] if rel.startswith("assets/") else
                     ROOT / "reports" / f"{stage}-gpu" / rel if stage in PAPERS else None)
             if dest is None: continue
