@@ -234,11 +234,11 @@ def _global_rng(device: torch.device, seed: int, state: torch.Tensor):
 PRECISIONS = (None, "fp32", "tf32", "bf16")
 
 def _autocast(precision: str | None, device: torch.device, amp: bool):
-    """The forward's autocast: bf16 on CUDA for 'bf16' (or None with `amp`, like `Trainer`), with `cache_enabled=False`
-    (required inside a capture); nothing otherwise. The math flags ('fp32': strict, no TF32) cover the whole step, backward
-    included: `train.precision_flags`."""
-    if device.type == "cuda" and (precision == "bf16" or (precision is None and amp)):
-        return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+    """The forward's autocast: bf16 on CUDA and on a CPU for 'bf16' (or for None when `amp`: the members' Trainers compute
+    in bf16, `train.resolve_precision`), with `cache_enabled=False` (required inside a capture); nothing otherwise. The
+    math flags ('fp32': strict, no TF32) cover the whole step, backward included: `train.precision_flags`."""
+    if device.type in ("cuda", "cpu") and (precision == "bf16" or (precision is None and amp)):
+        return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
     return contextlib.nullcontext()
 
 class CaptureError(core.InputError):
@@ -278,13 +278,15 @@ class Ensemble:
         self.precision, self.rng, self.on_nan, self.warmup = precision, rng, on_nan, max(int(warmup), 1)
         self.strict, self.capture_error, self._saved_at = bool(strict), None, None
         self._check_members()
-        # the precision the vmapped step computes in: bf16 autocast on CUDA (as `_autocast`), fp32 elsewhere; members whose
-        # own Trainer would train in bf16 (a CPU with native bf16) train in fp32 here: a slower path, said aloud
-        bf16 = self.device.type == "cuda" and (precision == "bf16" or (precision is None and self.config.amp))
+        # the precision the vmapped step computes in: bf16 autocast on CUDA and CPUs (as `_autocast`) where asked or where
+        # the members' Trainers compute in bf16; members whose Trainer would train in bf16 on a device the engine cannot
+        # autocast train in fp32 here: a slower path, said aloud
+        self._amp = all(getattr(t, "precision", "fp32") == "bf16" for t in trainers)
+        bf16 = self.device.type in ("cuda", "cpu") and (precision == "bf16" or (precision is None and self._amp))
         self.precision_used = "bf16" if bf16 else "fp32"
         self.precision_fallback = None
         if not bf16 and precision != "fp32" and any(getattr(t, "precision", "fp32") == "bf16" for t in trainers):
-            self.precision_fallback = (f"bf16 -> fp32: the engine's vmapped ensemble autocasts on CUDA only, so on "
+            self.precision_fallback = (f"bf16 -> fp32: the engine's vmapped ensemble autocasts on CUDA and CPUs, so on "
                                        f"{self.device.type} its {self.K} members train in fp32 (each one's Trainer would "
                                        "train in bf16)")
             warnings.warn(self.precision_fallback, stacklevel=2)
@@ -392,7 +394,7 @@ class Ensemble:
                                 exp_avg_sq=torch.stack([st[k][j]["exp_avg_sq"] for k in range(self.K)]).to(P))
 
 # %% ../nbs/13_engine.ipynb #c942dac1
-def _prec(self): return _autocast(self.precision, self.device, self.config.amp)
+def _prec(self): return _autocast(self.precision, self.device, self._amp)
 
 def _call(self, aux: str | None, step, params: dict, batch: dict, noise: list, out: dict | None = None,
           plan: list | None = None, record: torch.Generator | None = None):
@@ -832,14 +834,14 @@ class CapturedStep:
             for st in o.state.values():
                 if "step" in st: st["step"] = st["step"].to(self.device if on else "cpu", torch.float32)
     def _autocast(self):
-        return _autocast(self.precision, self.device, self.config.amp) if self.precision is not None or self.mode != "eager" \
+        return _autocast(self.precision, self.device, self.trainer.precision == "bf16") if self.precision is not None or self.mode != "eager" \
             else self._own_autocast()
     @property
     def precision_used(self) -> str:
-        "What the step computes in: the Trainer's own precision when eager, else bf16 autocast on CUDA ('bf16' or amp)."
+        "What the step computes in: the Trainer's own precision when eager, else bf16 autocast ('bf16', or the Trainer's)."
         if self.mode == "eager" and self.precision is None: return self.trainer.precision
-        amp = self.precision == "bf16" or (self.precision is None and self.config.amp)
-        return "bf16" if self.device.type == "cuda" and amp else "fp32"
+        amp = self.precision == "bf16" or (self.precision is None and self.trainer.precision == "bf16")
+        return "bf16" if self.device.type in ("cuda", "cpu") and amp else "fp32"
     def _body(self, step, batch: dict) -> torch.Tensor:
         "`Trainer.train_step` without the sampling: main update, aux updates, the row of logged terms."
         t = self.trainer

@@ -23,7 +23,7 @@ Stages:
 - `dsprites-models`: each recipe's length chosen from its curve by `choose_length` (a rule fixed before the curves were
   measured), the checkpoint at that length packaged as the shipped model (card with its curve, traversal figure).
 - `precision-check`: benchmarks/bench_precision.py (bf16 against fp32 over seeds).
-- `gpu-tests`, `gpu-bench`, `gpu-<paper>`, `gpu-pretrained`: the GPU stages, run on a machine with a CUDA GPU by
+- `gpu-contact`, `gpu-tests`, `gpu-bench`, `gpu-<paper>`, `gpu-pretrained`: the GPU stages, run on a machine with a CUDA GPU by
   `--next --gpu` (or `--stage gpu-bench`) through `tools/gpu_campaign.py`, whose archives travel back from a lent GPU
   machine and whose ledger (`benchmarks/gpu_campaign.json`) records what landed. `--list` shows both kinds.
 """
@@ -179,7 +179,7 @@ def _gpu():
     return G
 
 
-GPU_STAGES = {f"gpu-{s}": s for s in ("tests", "bench", "vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance",
+GPU_STAGES = {f"gpu-{s}": s for s in ("contact", "tests", "bench", "vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance",
                                       "pretrained")}
 
 

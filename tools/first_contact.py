@@ -33,7 +33,7 @@ def _first_line(e: BaseException) -> str:
     return s[0][:300] if s else type(e).__name__
 
 
-def one(name: str, device: str, steps: int, batch: int, precision: str) -> dict:
+def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: int = 256) -> dict:
     "Train `name` as a K = 2 ensemble and as a captured single model; what happened, as a dict (never raises)."
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DISENTBOOK_OFFLINE", "1")
@@ -43,14 +43,14 @@ def one(name: str, device: str, steps: int, batch: int, precision: str) -> dict:
     from disentbook.cli import TRAINING_SETS, build_dataset, build_model_for, image_shape, make_sampler
     from disentbook.objectives.base import OBJECTIVES, default_dataset
     from disentbook.train import TrainConfig
-    rec = dict(objective=name, device=device, precision=precision, steps=steps, batch=batch)
+    rec = dict(objective=name, device=device, precision=precision, steps=steps, batch=batch, hidden=hidden)
     try:
         cls, ds = OBJECTIVES[name], default_dataset(name)
         data = build_dataset(ds, SMALL.get(ds, {}))
         if ds == "dsprites": data = data.subset(orientation=range(0, 40, 10), posX=range(0, 32, 2), posY=range(0, 32, 2))
         kind = TRAINING_SETS[ds].sampler
         torch.manual_seed(0)
-        model_config = build_model_for(cls.model_kind, image_shape(data), cls.default_latent_dim, hidden=256).config
+        model_config = build_model_for(cls.model_kind, image_shape(data), cls.default_latent_dim, hidden=hidden).config
         config = TrainConfig(steps=steps, batch_size=batch, lr=5e-4, seed=0, device=device, precision=precision,
                              log_every=max(steps // 2, 1), progress=False)
         sampler = lambda dev: make_sampler(data, kind, dev, materialize=True)

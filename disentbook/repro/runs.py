@@ -222,7 +222,7 @@ def _probe(paper, cfg, data, model_config, members: list[dict], train: TrainConf
         vary = [n for n, v in vars(objs[0]).items() if isinstance(v, float) and not n.startswith("_")
                 and any(vars(o).get(n) != v for o in objs[1:])]
         cfg1 = TrainConfig.from_dict(train.to_dict() | dict(steps=1, batch_size=min(train.batch_size, 8), device="cpu",
-                                                            progress=False, amp=False))
+                                                            progress=False, amp=False, precision="fp32"))   # the probe: fp32, whatever the runs ask
         t = build_run({**members[0], "out_dir": None}, model_config, _sampler_fn(paper, data)(cpu), cfg1,
                       data=train_data(data), device=cpu, resume=False)
         from disentbook.engine import step_support
