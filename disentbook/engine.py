@@ -621,7 +621,9 @@ def _ensemble_fit(self, steps: int | None = None) -> Ensemble:
             if s % c.log_every == 0 or s == c.steps: self._log(); bar.update(s - bar.n)
             if c.ckpt_every and s % c.ckpt_every == 0: self.save(keep=c.keep_ckpts)
         if self._rows: self._check(torch.stack(self._rows).cpu())
-        if self._saved_at != self.step: self.save()            # once: not again after a periodic save of the last step
+        # once, and only where a member keeps a checkpoint: not again after a periodic save of the last step, never for an
+        # ensemble without output folders (its trainers are brought up to date when its summaries are read)
+        if self._saved_at != self.step and any(t.out_dir is not None for t in self.trainers): self.save()
     finally:
         bar.close()
     return self
@@ -650,6 +652,7 @@ def _ensemble_sync(self):
         t.step, t.keys, t._layout = self.step, self.keys, None
         t._history, t._rows = [list(r) for r in self._history[k]], [r[k] for r in self._rows]
         t._engine_noise_state = self.noise_generators[k].get_state()
+    self._synced_at = self.step
 
 def _ensemble_save(self, keep: bool = False) -> list:
     "`Trainer.save` of every live member with an `out_dir` (after `sync`); the checkpoint paths (None for the others)."
@@ -669,6 +672,7 @@ def _ensemble_history(self, k: int) -> pd.DataFrame:
 
 def _ensemble_summaries(self) -> list[dict]:
     "Per member: objective, hyper-parameters, seed, status ('ok' / 'failed'), error, steps, history, last terms, checkpoint, mode, why, members, trainer."
+    if getattr(self, "_synced_at", None) != self.step: self.sync()        # the trainers hold the members' weights
     out = []
     for k, t in enumerate(self.trainers):
         h = self.history(k)

@@ -221,3 +221,32 @@ def test_a_row_no_gate_applies_to_is_never_learned():
     assert gate["A"]["learned"] is True and gate["C"]["learned"] is None and gate["C"]["why"].startswith("no gate")
     j = H.judge_claim(H.Claim("A beats C", "A > C on m"), res, "quick", learned=gate)
     assert j["verdict"] == H.NOT_LEARNED and any("C: no gate" in b for b in j["not_learned"])
+
+
+def test_reference_gate_measures_untrained_networks_once_and_rejudge_reuses_them(tmp_path):
+    "A score that training does not change is not 'learned': the untrained network scores the same (a reference gate)."
+    from disentbook.data.dsprites import DSprites
+    small = DSprites().subset(posX=range(0, 32, 8), posY=range(0, 32, 8), orientation=range(0, 40, 20))
+    calls = []
+    def evaluate(model, data, cfg, seed, spec):
+        calls.append(spec["objective"])
+        return dict(score=1.0 + 0.01 * seed + 5 * (spec["objective"] == "beta_vae"))
+    paper = H.Paper(name="toy_ref", title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1))),
+                    tables=(H.Table("T", "small", (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4),
+                                                   model_spec("b8", "beta_vae", "β=8", beta=8)),
+                                    (H.Metric("score", "score", "{:.2f}"),)),),
+                    data=lambda name, cfg, seed, options: small, evaluate=evaluate,
+                    claims=(H.Claim("β = 4 scores higher", "b4 > VAE on score"),),
+                    learned=(H.untrained_gate("score", ">", 0.5, "scores more than its untrained network"),))
+    fn = H.register_reproduction(paper)
+    try:
+        r = fn("quick", out_dir=tmp_path, device="cpu")
+        # 6 trained runs, then the untrained references: b4 and b8 share theirs (one objective, one architecture)
+        assert len(calls) == 6 + 4, calls
+        assert r["references"]["T"]["b4"]["score"] == r["references"]["T"]["b8"]["score"] == [6.0, 6.01]
+        assert r["learned"]["T"]["b4"]["learned"] is False and "untrained:score" in r["learned"]["T"]["b4"]["why"]
+        assert r["claims"][0]["verdict"] == H.NOT_LEARNED
+        assert any(n.startswith("Reference (T)") for n in r["notes"])
+        H.rejudge(paper, tmp_path); assert len(calls) == 10                              # kept in metrics.json
+    finally:
+        del REPRODUCTIONS["toy_ref"], H.PAPERS["toy_ref"]

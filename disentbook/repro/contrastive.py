@@ -19,7 +19,7 @@ from ..data.samplers import TargetBackgroundSampler
 from ..eval.protocols import chance_level, clustering_scores, reconstruction_error_per_pixel, tsne_embedding
 from ..eval.viz import image_grid
 from ..objectives.contrastive import ContrastiveVAE, w2_loss
-from .harness import Claim, Gate, Metric, Paper, Table, cpu_scale, register_reproduction
+from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, cpu_scale, register_reproduction
 from .contrastive_eval import *                       # the data and scoring (`repro.contrastive_eval`)
 from .contrastive_eval import _contrastive_data, _model, _sampler
 
@@ -154,7 +154,8 @@ def contrastive_claims(ctx) -> list[Claim]:
 # targets better than the training targets' mean image does (what an untrained decoder cannot).
 GATES = (Gate("rec_error_x", "<", "mean_image_error_x", "reconstructs held-out targets better than the training targets' "
               "mean image (squared error per pixel)"),
-         Gate("ca_s", ">", "chance_ca", "clusters the target classes in s above chance (CA_s against the chance level)"))
+         Gate("ca_s", ">", "chance_ca", "clusters the target classes in s above chance (CA_s against the chance level)"),
+         untrained_gate("ca_s", ">", 5.0, "clusters the target classes in s better than the same network untrained (CA_s, by 5 points)"))
 
 # %% ../../nbs/52_contrastive_reproduction.ipynb #7b0ce067
 def _fig(*a, **k):

@@ -16,7 +16,7 @@ from ..data.dsprites import DSprites
 from ..eval import dipvae as dip
 from ..eval.scores import encode_means
 from ..train import model_spec
-from .harness import Claim, Gate, Metric, Paper, Table, cpu_scale, register_reproduction, traversal_figures
+from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, cpu_scale, register_reproduction, traversal_figures
 from .vae import evaluate_vae
 
 # %% auto #0
@@ -249,7 +249,8 @@ def dipvae_claims(ctx) -> list[Claim]:
     return [*FINDINGS, tradeoff_claim(ctx), t2, t3]
 
 GATES = (Gate("recon_error_per_pixel", "<", "mean_image_error_per_pixel",
-              "reconstructs better than the data set's mean image (squared error per pixel)"),)
+              "reconstructs better than the data set's mean image (squared error per pixel)"),
+         untrained_gate("zdiff", ">", 5.0, "separates the factors better than the same network untrained (Z-diff, by 5 points)"))
 
 # %% ../../nbs/31_dipvae_reproduction.ipynb #a72fa0bb
 FAMILY_STYLE = {"vae": ("β-VAE", "C0", "o"), "beta_vae": ("β-VAE", "C0", "o"), "dip_vae_i": ("DIP-VAE-I", "C1", "s"),

@@ -30,6 +30,7 @@ class Context:
         self.datasets: dict = {}         # table -> its data key
         self.notes: list[str] = []
         self._models: dict = {}
+        self.references: dict = {}       # table -> row -> {metric: [untrained value per seed]} (`repro.reference`)
 
     def row(self, spec: dict) -> str: return spec["row"] or spec["label"]
 

@@ -26,6 +26,7 @@ from .figures import *
 from .report import *
 from .report import _report, _p
 from .outdir import *
+from .reference import *
 
 # %% auto #0
 __all__ = ['reproduce', 'read_metrics', 'rejudge', 'register_reproduction']
@@ -113,6 +114,7 @@ def rejudge(paper: Paper, out_dir) -> dict:
     try:
         ctx = Context(paper, m["scale"], m["config"], out, "cpu", m["options"], [int(s) for s in m["seeds"]])
         ctx.results, ctx.skipped = m["results"], dict(m.get("skipped") or {})
+        ctx.references = dict(m.get("references") or {})              # measured when missing (no training)
         for t in paper.tables:
             if t.name not in ctx.results: continue
             ctx.specs[t.name], ctx.datasets[t.name] = t.specs(m["config"], m["options"]), t.dataset_name(m["options"])
@@ -131,8 +133,11 @@ def rejudge(paper: Paper, out_dir) -> dict:
         release_out(out)
 
 def _learned(ctx, table: Table) -> dict:
-    "{row: dict(learned, why, checked)} of `table`'s runs under the paper's gates."
-    return learned_rows(ctx.paper.learned, ctx.values(table.name)) if ctx.paper.learned else {}
+    """{row: dict(learned, why, checked)} of `table`'s runs under the paper's gates; a reference gate reads the untrained
+    network's values (`repro.reference`, measured at every scale but smoke, once, kept in metrics.json)."""
+    if not ctx.paper.learned: return {}
+    refs = measure_references(ctx, table) if ctx.scale != "smoke" else {}
+    return learned_rows(ctx.paper.learned, with_references(ctx.values(table.name), refs))
 
 def _claims(ctx) -> list[dict]:
     claims = ctx.paper.claims(ctx) if callable(ctx.paper.claims) else ctx.paper.claims
@@ -179,7 +184,8 @@ def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None 
                    device_name=getattr(ctx, "device_name", None) or str(ctx.device), seeds=ctx.seeds,
                    seconds=seconds, train_seconds=train_seconds, rule=RULE_TEXT,
                    options={k: v for k, v in ctx.options.items() if _jsonable(v)},
-                   results=ctx.results, table=rows, claims=claims, learned=gates, skipped=ctx.skipped, notes=ctx.notes,
+                   results=ctx.results, references=ctx.references, table=rows, claims=claims, learned=gates,
+                   skipped=ctx.skipped, notes=ctx.notes,
                    figures=figs, **(extra or {}))
     write_json(metrics, out / "metrics.json")
     (out / "report.md").write_text(md)                                   # last: its presence means "finished"

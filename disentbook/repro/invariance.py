@@ -18,7 +18,7 @@ from ..eval.scores import encode_means
 from ..nets import VAE
 from ..objectives import invariance as inv
 from ..train import model_spec
-from .harness import Claim, Gate, Metric, Paper, Table, cpu_scale, library_scores, register_reproduction
+from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, cpu_scale, library_scores, register_reproduction
 from .invariance_eval import *                       # data, model, sampler, evaluation
 
 # %% auto #0
@@ -175,6 +175,8 @@ INVARIANCE_CLAIMS = (
 
 GATES = (Gate("avg_acc", ">", "chance_acc", "classifies above chance (average accuracy against 1 / classes)", resolution=0.001),
          *(Gate(f"avg_acc_{t}", ">", "chance_acc", f"classifies above chance at {a:+g}°", resolution=0.001) for a, t in ANGLE_TAGS.items()),
+         untrained_gate("avg_acc", ">", 0.02, "classifies better than the same network untrained (average accuracy, by 0.02)",
+                        resolution=0.001),
          Gate("worst_acc_train", ">", "chance_acc", "classifies every group of its training distribution above chance (worst-group "
               "accuracy on fresh images with the training colours, against 1 / classes)", resolution=WORST_RES))
 

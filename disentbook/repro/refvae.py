@@ -19,7 +19,7 @@ from ..train import model_spec
 from ..eval.protocols import linear_probe_classification, ridge_probe_regression
 from ..eval.scores import encode_means
 from ..eval.viz import image_grid
-from .harness import Claim, Gate, Metric, Paper, Table, cpu_scale, register_reproduction
+from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, cpu_scale, register_reproduction
 
 # %% auto #0
 __all__ = ['AFFECTNET_METRICS', 'MNIST_ROWS', 'UNSUPERVISED', 'REFVAE_SCALES', 'MNIST_METRICS', 'AFFECTNET_TABLE_METRICS',
@@ -204,7 +204,8 @@ REFVAE_CLAIMS = (
 
 GATES = (Gate("rec_l1", "<", "blank_l1", "reconstructs better than a blank image (L1 per pixel)"),
          Gate("avg_mae", "<", "baseline_mae", "its style probe beats the mean predictor (MAE)"),
-         Gate("avg_acc", ">", 1 / 7, "its expression probe beats chance (1/7)"))
+         Gate("avg_acc", ">", 1 / 7, "its expression probe beats chance (1/7)"),
+         untrained_gate("avg_mae", "<", 0.01, "its style probe beats the same network untrained (MAE, by 0.01)"))
 
 # %% ../../nbs/61_refvae_reproduction.ipynb #fe33f030
 def _fig(panels: list, title: str):

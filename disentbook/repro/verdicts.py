@@ -185,6 +185,8 @@ class Gate:
     text: str                                   # e.g. 'reconstructs better than a blank image'
     rows: tuple | None = None                   # the rows it applies to (None: every row that has the metric)
     resolution: float = 0.0
+    margin: float = 0.0                         # how much better than `ref` (in the metric's units) counts as learned
+    alpha: float | None = None                  # the gate's level (None: ALPHA)
 
     def __post_init__(self):
         if self.op not in (">", "<"): raise InputError(f"Gate op: expected '>' or '<', got {self.op!r}")
@@ -196,13 +198,16 @@ class Gate:
         x = np.asarray(metrics[self.metric], float)
         ref = np.asarray(metrics[self.ref], float) if isinstance(self.ref, str) else np.full_like(x, float(self.ref))
         if len(ref) != len(x) or not len(x): return None
-        d = (x - ref) if self.op == ">" else (ref - x)
+        d = ((x - ref) if self.op == ">" else (ref - x)) - self.margin
+        if not np.all(np.isfinite(d)): return None
+        level = alpha if self.alpha is None else self.alpha
         if len(d) == 1: ok = bool(d[0] > 0); p = float("nan")
         else:
-            p = welch(d, [0.0], b_exact=True, floor=self.resolution, flat_floor=True)["p_holds"]; ok = p < alpha
+            p = welch(d, [0.0], b_exact=True, floor=self.resolution, flat_floor=True)["p_holds"]; ok = p < level
         name = self.ref if isinstance(self.ref, str) else f"{float(self.ref):g}"
-        numbers = (f"{self.metric} {x.mean():.4g} {self.op} {name} {ref.mean():.4g} (n={len(x)}"
-                   + (f", p = {p:.2g})" if math.isfinite(p) else ")"))
+        by = f" {'+' if self.op == '>' else '−'} {self.margin:g}" if self.margin else ""
+        numbers = (f"{self.metric} {x.mean():.4g} {self.op} {name} {ref.mean():.4g}{by} (n={len(x)}"
+                   + (f", p = {p:.2g} against {level:g})" if math.isfinite(p) else ")"))
         return dict(learned=ok, numbers=numbers, text=self.text)
 
 NO_GATE = "no gate: nothing this row must beat is declared for it, so no claim rests on it"
