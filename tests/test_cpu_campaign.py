@@ -186,3 +186,12 @@ def test_paper_curves_give_the_cpu_scale_its_length_and_plan(tiny, monkeypatch, 
     assert gp["length"]["steps"] == g["train"]["steps"] and "the scale's own plan was" in plan_text(gp)
     check_budget(dict(gp, minutes=1e9))                                  # a length the curves chose: never cut to the budget
     with pytest.raises(InputError, match="over its budget"): check_budget(dict(gp, minutes=1e9, length=None))
+
+
+def test_a_packaging_keeps_the_shipped_model_of_another_width_when_it_measured_higher():
+    import dsprites_curves as D
+    shipped = dict(hidden=None, steps=1000, mig=0.065)                     # a width-128 model, as lengths.json records it
+    assert not D.better_than_shipped(dict(hidden=256, mig=0.036), shipped)   # the 256 curve did worse: kept
+    assert D.better_than_shipped(dict(hidden=256, mig=0.168), dict(hidden=None, mig=0.056))
+    assert D.better_than_shipped(dict(hidden=256, mig=0.01), dict(hidden=256, mig=0.2))   # same width: the curve's choice
+    assert D.better_than_shipped(dict(hidden=256, mig=0.01), None)

@@ -164,7 +164,7 @@ def _dsprites(fn: str):
 STAGE_FNS = {"dsprites-curves": _dsprites("stage_curves"), "dsprites-models": _dsprites("stage_models"),
              "precision-check": stage_precision}
 # the papers' headline rows along one run each (tools/paper_curves.py): the lengths of the `cpu` scale
-PAPER_CURVES = ("dipvae", "tcwae", "contrastive", "refvae", "invariance")
+PAPER_CURVES = ("dipvae", "tcwae", "contrastive", "refvae", "invariance", "vae")   # the five papers, then the tutorial
 for _p in PAPER_CURVES:
     STAGES[f"curves-{_p}"] = (f"{_p}'s headline rows (the rows its cpu scale trains), one run each (seed 0) measured with the "
                               "paper's evaluation at a list of lengths: the learning curves the cpu scale's lengths come from")

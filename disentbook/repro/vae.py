@@ -11,7 +11,7 @@ from ..data.dsprites import DSprites
 from ..train import model_spec
 from ..eval.viz import reconstruction_figure
 from ..objectives.vae import gaussian_kl
-from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, library_scores, register_reproduction, traversal_figures
+from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, cpu_scale, library_scores, register_reproduction, traversal_figures
 
 # %% auto #0
 __all__ = ['VAE_SCALES', 'VAE_TABLE', 'VAE_PAPER', 'reproduce_vae', 'evaluate_vae', 'evaluate_beta_vae']
@@ -66,6 +66,9 @@ VAE_SCALES = dict(
     paper=dict(seeds=3, train=dict(steps=300_000, batch_size=64, lr=1e-4, log_every=1000),
                eval=dict(n=10_000, num_points=10_000, num_test=5000, factor_vae=_fv(10_000, 5000, 10_000), metrics=("mig", "dci", "factor_vae"))),
 )
+
+# cpu: quick's settings, 3 seeds, as long as the learning curve of the β-VAE row (MIG) asks (tools/campaign.py curves-vae)
+VAE_SCALES["cpu"] = cpu_scale(VAE_SCALES["quick"], "Table 1", ("beta_vae_beta4",))
 
 def _models(cfg, options):
     b = float(options["beta"])
