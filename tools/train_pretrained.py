@@ -54,6 +54,19 @@ DEVIATIONS = {
                    "used 128: at 128 this recipe's MIG stayed at 0.016-0.032 over 20,000 steps; a pilot at 256 (seed 0, bf16, "
                    "the same settings otherwise) measured 0.196 at 2,500 steps, and its curve chose 2,500 (one seed each: "
                    "the width is a choice made on a pilot, not a measured effect of width)"),
+    "factor_vae": ("the FC layers are 256 wide (the CLI's default), where the first dSprites curves used 128: at 128 this "
+                   "recipe's curve chose 5,000 steps (MIG 0.056; at most 0.067 over 20,000 steps); at 256 (seed 0, the same "
+                   "settings otherwise, the discriminator computing in fp32) MIG rose to 0.168 at 15,000 steps (0.160 at "
+                   "20,000) and its curve chose 15,000: one seed each, a choice made on the measured curves, not a measured "
+                   "effect of width"),
+    "dip_vae_ii": ("the FC layers are 256 wide (the CLI's default): its first curve at 128 was begun only (MIG 0.024, 0.018 "
+                   "at 1,000 and 2,500 steps) and the model it replaces was an earlier 1,000-step one (batch 32, MIG 0.010 on "
+                   "its card); at 256 its curve (0.049, 0.034, 0.038, 0.037, 0.038 at 1,000-10,000 steps) stopped flat and "
+                   "chose 1,000 steps: one seed, a choice made on the measured curve"),
+    "beta_vae_b1": ("the FC layers are 256 wide (the CLI's default); the model it replaces was an earlier 1,000-step one "
+                    "(batch 32, width 128, MIG 0.045 on its card, no curve); at 256 its curve (0.093, 0.072, 0.055, 0.057, "
+                    "0.062 at 1,000-10,000 steps) stopped flat and chose 1,000 steps: one seed, a choice made on the "
+                    "measured curve"),
     "swap_invariance": ("none in the weights: the paper's beta_sup = 1. The likelihood terms are per input value "
                         "(reduction='pixel_mean', the library's default and the reproduction's choice; the paper does not "
                         "say). The former recipe (beta_sup = 100 with the summed likelihood, because at weight 1 the summed "
