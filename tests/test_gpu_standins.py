@@ -15,8 +15,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import disentbook  # noqa: F401  (registers every objective)
 from disentbook import engine
-from disentbook.cli import TRAINING_SETS, build_dataset, build_model_for, image_shape, make_sampler
-from disentbook.objectives.base import OBJECTIVES, Objective, default_dataset
+from disentbook.cli import build_dataset, make_sampler
+from disentbook.objectives.base import OBJECTIVES, Objective
 from disentbook.train import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,12 +48,9 @@ def meta_autocast():
 
 def trainer_for(name: str):
     "A CPU Trainer of objective `name` on a small version of its default dataset (hidden 32, batch 8, fp32)."
-    cls, ds = OBJECTIVES[name], default_dataset(name)
-    data = build_dataset(ds, first_contact.SMALL.get(ds, {}))
-    if ds == "dsprites": data = data.subset(orientation=range(0, 40, 10), posX=range(0, 32, 4), posY=range(0, 32, 4))
-    mc = build_model_for(cls.model_kind, image_shape(data), cls.default_latent_dim, hidden=32).config
+    ds, data, kind, mc = first_contact.small_setup(name, hidden=32)
     cfg = TrainConfig(steps=1, batch_size=8, device="cpu", precision="fp32", progress=False)
-    sampler = make_sampler(data, TRAINING_SETS[ds].sampler, "cpu", True)
+    sampler = make_sampler(data, kind, "cpu", True)
     return engine.build_run(dict(objective=name, params={}, seed=0), mc, sampler, cfg, data=data, device="cpu")
 
 

@@ -33,6 +33,23 @@ def _first_line(e: BaseException) -> str:
     return s[0][:300] if s else type(e).__name__
 
 
+def small_setup(name: str, hidden: int = 256) -> tuple:
+    """(default dataset name, a small version of it, its sampler kind, the model config) of objective `name`: the model it
+    declares at FC width `hidden` (what `one` trains, and what the CPU stand-in tests probe)."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DISENTBOOK_OFFLINE", "1")
+    import torch
+    import disentbook  # noqa: F401  (registers everything)
+    from disentbook.cli import TRAINING_SETS, build_dataset, build_model_for, image_shape
+    from disentbook.objectives.base import OBJECTIVES, default_dataset
+    cls, ds = OBJECTIVES[name], default_dataset(name)
+    data = build_dataset(ds, SMALL.get(ds, {}))
+    if ds == "dsprites": data = data.subset(orientation=range(0, 40, 10), posX=range(0, 32, 2), posY=range(0, 32, 2))
+    with torch.random.fork_rng(devices=[]):
+        model_config = build_model_for(cls.model_kind, image_shape(data), cls.default_latent_dim, hidden=hidden).config
+    return ds, data, TRAINING_SETS[ds].sampler, model_config
+
+
 def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: int = 256) -> dict:
     "Train `name` as a K = 2 ensemble and as a captured single model; what happened, as a dict (never raises)."
     sys.path.insert(0, str(ROOT))
@@ -40,17 +57,11 @@ def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: 
     import torch
     import disentbook  # noqa: F401  (registers everything)
     from disentbook import engine
-    from disentbook.cli import TRAINING_SETS, build_dataset, build_model_for, image_shape, make_sampler
-    from disentbook.objectives.base import OBJECTIVES, default_dataset
+    from disentbook.cli import make_sampler
     from disentbook.train import TrainConfig
     rec = dict(objective=name, device=device, precision=precision, steps=steps, batch=batch, hidden=hidden)
     try:
-        cls, ds = OBJECTIVES[name], default_dataset(name)
-        data = build_dataset(ds, SMALL.get(ds, {}))
-        if ds == "dsprites": data = data.subset(orientation=range(0, 40, 10), posX=range(0, 32, 2), posY=range(0, 32, 2))
-        kind = TRAINING_SETS[ds].sampler
-        torch.manual_seed(0)
-        model_config = build_model_for(cls.model_kind, image_shape(data), cls.default_latent_dim, hidden=hidden).config
+        ds, data, kind, model_config = small_setup(name, hidden)
         config = TrainConfig(steps=steps, batch_size=batch, lr=5e-4, seed=0, device=device, precision=precision,
                              log_every=max(steps // 2, 1), progress=False)
         sampler = lambda dev: make_sampler(data, kind, dev, materialize=True)

@@ -47,9 +47,8 @@ def measure_references(ctx, table) -> dict:
     for spec in ctx.specs[table.name]:
         row = ctx.row(spec)
         if row in store and all(k in store[row] and len(store[row][k]) == len(ctx.seeds) for k in need): continue
-        vals = {k: [] for k in need}
+        vals, cfg = {k: [] for k in need}, run_cfg(ctx.cfg, spec, ds)
         for seed in ctx.seeds:
-            cfg = run_cfg(ctx.cfg, spec, ds)
             data = load_data(ctx.paper, ds, cfg, seed, ctx.options)
             seed_everything(seed)                                   # as the run was built, before its first step
             model = (ctx.paper.model or default_model)(spec, data, cfg)
