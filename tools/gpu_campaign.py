@@ -352,7 +352,8 @@ def unpack(a) -> int:
         if not rec or rec["status"] != "ok" or rec.get("tiny"): continue         # a CPU rehearsal never lands in the checkout
         for name, data in read_archive(archive_path(a.results, stage)).items():
             top, _, rel = name.partition("/")
-            if top != stage or rel in ("stage.json", "log.txt") or rel.startswith("runs/") or rel.startswith("histories/"): continue
+            if top != stage or rel in ("stage.json", "log.txt") or rel.startswith("histories/"): continue
+            if rel.startswith("runs/") and stage not in PAPERS: continue       # a paper's runs: eval.json, settings, history
             dest = (ROOT / "benchmarks" / "throughput.json" if rel == "throughput.json" else
                     ROOT / "benchmarks" / "gpu_tests_junit.xml" if rel == "junit.xml" else
                     ROOT / "benchmarks" / "first_contact.json" if rel == "first_contact.json" else
