@@ -15,7 +15,7 @@ reproduction, after `reproduce --plan` has checked that it fits a stage on the m
 
 The results folder (`--results`, default results/gpu_campaign) holds at most 8 files of at most 16 MiB, 64 MiB in all,
 so that it travels to a GPU machine and back whole: `checks.tar.gz` (tests and bench), one `<paper>.tar.gz` per paper
-(report, metrics.json, table.csv, figures, every run's eval.json, settings.json and history.csv; no checkpoint) and
+(report, metrics.json, table.csv, figures, every run's eval.json, settings.json, history.csv and loss figure; no checkpoint) and
 `pretrained.tar.gz` (fp16 weights, cards, training histories). Every archive holds `<stage>/stage.json` (status, device
 name, torch, seconds, command); a stage is done when its stage.json says `ok`, and a stage cut short leaves its
 archive with status `timeout` or `failed` and is run again. Each stage runs under a 9-minute limit (`--limit`), so a job
@@ -247,7 +247,7 @@ def collect_report(out: Path, name: str, device: str) -> dict:
         if not p.is_file(): continue
         rel = p.relative_to(out).as_posix()
         if rel in ("metrics.json", "table.csv") or (p.suffix == ".png" and "/" not in rel) or \
-           (rel.startswith("runs/") and p.name in ("eval.json", "settings.json", "history.csv")):
+           (rel.startswith("runs/") and p.name in ("eval.json", "settings.json", "history.csv", "losses.png")):
             files[f"{name}/{rel}"] = p.read_bytes()
     rep = out / "report.md"
     if rep.exists():
