@@ -186,6 +186,19 @@ def test_paper_curves_give_the_cpu_scale_its_length_and_plan(tiny, monkeypatch, 
     assert gp["length"]["steps"] == g["train"]["steps"] and "the scale's own plan was" in plan_text(gp)
     check_budget(dict(gp, minutes=1e9))                                  # a length the curves chose: never cut to the budget
     with pytest.raises(InputError, match="over its budget"): check_budget(dict(gp, minutes=1e9, length=None))
+    # the cpu-<paper> stage: cut by its budget in the middle of the reproduction, then resumed to a report
+    monkeypatch.setitem(H.PAPERS["invariance"].scales["cpu"], "seeds", 1)
+    monkeypatch.setattr(C, "reports_dir", lambda p: tiny / "reports" / f"{p}-cpu")
+    monkeypatch.setattr(C, "CPU_MIN", 0.0)
+    monkeypatch.setattr(C, "CPU_MARGIN", 1e9 - 1.0)                        # the timer fires one second in
+    assert C.run_stage("cpu-invariance", C.Clock(1e9)) == "partial"
+    out = tiny / "reports" / "invariance-cpu"
+    assert not (out / "report.md").exists() and not (out / ".lock").exists()     # stopped, its folder unlocked
+    assert json.loads(C.LEDGER.read_text())["stages"]["cpu-invariance"]["status"] == "partial"
+    monkeypatch.setattr(C, "CPU_MARGIN", 0.0)
+    assert C.run_stage("cpu-invariance", C.Clock(1e9)) == "ok"
+    assert (out / "report.md").exists() and len(list(out.glob("runs/*/*/seed0/eval.json"))) == len(slugs)
+    assert json.loads((out / "metrics.json").read_text())["config"]["train"]["steps"] == e["steps"]
 
 
 def test_a_packaging_keeps_the_shipped_model_of_another_width_when_it_measured_higher():

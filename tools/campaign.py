@@ -23,6 +23,9 @@ Stages:
 - `dsprites-models`: each recipe's length chosen from its curve by `choose_length` (a rule fixed before the curves were
   measured), the checkpoint at that length packaged as the shipped model (card with its curve, traversal figure).
 - `precision-check`: benchmarks/bench_precision.py (bf16 against fp32 over seeds).
+- `curves-<paper>` then `cpu-<paper>`, paper by paper: the headline rows' learning curves (tools/paper_curves.py), which
+  fix the `cpu` scale's length, then `disentbook reproduce <paper> --scale cpu` into `reports/<paper>-cpu` (its runs'
+  checkpoints stay in the report's `runs/`, ignored by git; a cut-short call resumes them).
 - `gpu-contact`, `gpu-tests`, `gpu-bench`, `gpu-<paper>`, `gpu-pretrained`: the GPU stages, run on a machine with a CUDA GPU by
   `--next --gpu` (or `--stage gpu-bench`) through `tools/gpu_campaign.py`, whose archives travel back from a lent GPU
   machine and whose ledger (`benchmarks/gpu_campaign.json`) records what landed. `--list` shows both kinds.
@@ -43,6 +46,7 @@ PAUSE_POLL = 5.0                                 # seconds between looks at the 
 CHUNK = 1000                                     # steps between checkpoints, pause and budget checks
 FLAT = 0.02          # choose_length: no later measured length improves the metric by this much
 THREADS = 2          # torch threads of every campaign run
+CPU_MARGIN, CPU_MIN = 30.0, 120.0   # a cpu-<paper> call stops this long before its budget ends; starts only with this much
 STAGES = {
     "dsprites-curves": "the seven dSprites recipes, each one run to 20,000 steps (bf16 where native, 2 threads), measured "
                        "at 1,000-20,000 steps: MIG (10,000 fresh images), FactorVAE score, KL per latent, losses",
@@ -163,12 +167,51 @@ def _dsprites(fn: str):
 
 STAGE_FNS = {"dsprites-curves": _dsprites("stage_curves"), "dsprites-models": _dsprites("stage_models"),
              "precision-check": stage_precision}
-# the papers' headline rows along one run each (tools/paper_curves.py): the lengths of the `cpu` scale
+class OutOfBudget(BaseException):
+    "The call's wall budget ran out in the middle of a reproduction (its runs go on from their checkpoints next time)."
+
+
+def reports_dir(paper: str) -> Path: return ROOT / "reports" / f"{paper}-cpu"
+
+
+def stage_cpu(paper: str, clock: Clock) -> str:
+    """`disentbook reproduce <paper> --scale cpu` into reports/<paper>-cpu (the length its curves chose), resuming: a
+    finished run is reused, a cut-short run goes on from its last checkpoint (a tenth of its length, at least 1,000
+    steps). The budget stops it 30 s before its end (`partial`): a timer, since one run does not stop at chunk boundaries;
+    SIGSTOP / SIGCONT pause it (the pause file is read between stages only)."""
+    import torch
+    torch.set_num_threads(THREADS)
+    import disentbook  # noqa: F401  (registers the papers)
+    from disentbook.core import InputError
+    from disentbook.repro import harness as H
+    left = clock.left() - CPU_MARGIN
+    if left < CPU_MIN: return "partial"
+    timer = threading.current_thread() is threading.main_thread()
+    def out_of_budget(*_): raise OutOfBudget()
+    old = signal.signal(signal.SIGALRM, out_of_budget) if timer else None
+    if timer: signal.setitimer(signal.ITIMER_REAL, left)
+    try:
+        H.reproduce(H.PAPERS[paper], scale="cpu", out_dir=reports_dir(paper), device="cpu", resume=True)
+    except OutOfBudget:
+        print(f"cpu-{paper}: the budget ran out; the next call goes on from the runs' checkpoints", flush=True)
+        return "partial"
+    except InputError as e:
+        raise CampaignError(str(e)) from None
+    finally:
+        if timer: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
+    return "ok"
+
+
+# each paper: its headline rows along one run each (tools/paper_curves.py), the lengths of its `cpu` scale; then its `cpu`
+# reproduction at those lengths, before the next paper's curves (a paper is judged as soon as it can be)
 PAPER_CURVES = ("dipvae", "tcwae", "contrastive", "refvae", "invariance", "vae")   # the five papers, then the tutorial
 for _p in PAPER_CURVES:
     STAGES[f"curves-{_p}"] = (f"{_p}'s headline rows (the rows its cpu scale trains), one run each (seed 0) measured with the "
                               "paper's evaluation at a list of lengths: the learning curves the cpu scale's lengths come from")
     STAGE_FNS[f"curves-{_p}"] = (lambda p: lambda clock: __import__("paper_curves").stage(p, clock))(_p)
+    STAGES[f"cpu-{_p}"] = (f"disentbook reproduce {_p} --scale cpu (3 seeds of the headline rows, as long as curves-{_p} "
+                           f"chose, resumed from the runs' checkpoints) into reports/{_p}-cpu")
+    STAGE_FNS[f"cpu-{_p}"] = (lambda p: lambda clock: stage_cpu(p, clock))(_p)
 
 
 # ---------------------------------------------------------------- the GPU stages (tools/gpu_campaign.py)
