@@ -15,7 +15,7 @@ __all__ = ['SCALE_ORDER', 'POWER_SIMS', 'parse_tolerance', 'band', 'parse_part',
            'judge_claim']
 
 # %% ../../nbs/08d_claims.ipynb #208e9398
-from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
+from .verdicts import (ALPHA, BOUNDS, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
                                        all_of, any_of, band_test, compare, holm, learned_rows, most_needed, paper_seeds, partial_conjunction, power, power_at_least, seed_stats, degenerate_cell,
                                        verdict, welch, within)
 SCALE_ORDER = ("smoke", "quick", "cpu", "gpu", "paper")
@@ -86,7 +86,7 @@ class Claim:
     def __repr__(self): return f"Claim({self.text!r}, {len(self.parts)} part(s), table={self.table!r})"
 
 # %% ../../nbs/08d_claims.ipynb #11fa3a89
-def _items(side: dict, at: dict, paper: dict | None, metric: str) -> tuple[list | None, str]:
+def _items(side: dict, at: dict, paper: dict | None, metric: str, bounds=BOUNDS) -> tuple[list | None, str]:
     """[(label, seed values, exact, paper value, paper sd, degenerate)] of a parsed side, or (None, why) when a row or metric
     is missing; `degenerate`: the row's own seeds (before the side's scale and shift) all at a bound (`verdicts.degenerate_cell`)."""
     if "const" in side: return [(side["text"], np.array([side["const"]]), True, side["const"], 0.0, False)], ""
@@ -99,7 +99,7 @@ def _items(side: dict, at: dict, paper: dict | None, metric: str) -> tuple[list 
         pv = None if pv is None else pv * side["scale"] + side["shift"]
         ps = None if pv is None or ps is None or not math.isfinite(ps) else ps * side["scale"]      # no std: unknown
         lab = (f"{side['scale']:g} × " if side["scale"] != 1 else "") + r + (f" {side['shift']:+g}" if side["shift"] else "")
-        out.append((lab, v, False, pv, ps, degenerate_cell(at[r])))
+        out.append((lab, v, False, pv, ps, degenerate_cell(at[r], bounds)))
     return out, ""
 
 def _fmt_side(label, v, exact, log: bool = False):
@@ -142,11 +142,12 @@ def _bad_seed(part: dict, at: dict, seeds=None) -> str:
     return ""
 
 def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: float = ALPHA, floor: float = 0.0,
-               seeds=None, log: bool = False) -> dict:
+               seeds=None, log: bool = False, bounds=BOUNDS) -> dict:
     """Verdict, test, p-values and numbers of one parsed part on `results` = {row: {metric: seed values}}; `paper`
     ({row: {metric, metric_std}}) gives the bands and the power against the paper's own effect. A row with a NaN or
     infinite seed value makes the part 'not checked', naming the seed (`seeds`: the seed numbers, in the values' order).
-    `log`: a positive ratio, compared on the log scale (its geometric mean; a value <= 0 makes the part not checked)."""
+    `log`: a positive ratio, compared on the log scale (its geometric mean; a value <= 0 makes the part not checked).
+    `bounds`: the metric's (lo, hi) (`Metric.bounds`): where its seeds sit, and the exact test of a cell at a bound."""
     metric = part["metric"]
     at = {r: m[metric] for r, m in results.items() if metric in m and len(m[metric])}
     base = dict(part=part["text"], p_holds=1.0, p_fails=1.0, power=None, test="", rows=[])
@@ -157,16 +158,16 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
         p = (paper or {}).get(row, {}).get(metric)
         if p is None: return base | dict(verdict=NOT_CHECKED, numbers=f"no paper value for {row} {metric}")
         lo, hi = band(p, part["tol"], (paper or {}).get(row, {}).get(metric + "_std"))
-        v = np.asarray(at[row], float); r = band_test(v, lo, hi, floor)
+        v = np.asarray(at[row], float); r = band_test(v, lo, hi, floor, bounds)
         return base | dict(verdict=verdict(r["p_holds"], r["p_fails"], alpha), p_holds=r["p_holds"], p_fails=r["p_fails"],
                            rows=[row], n=len(v), test="equivalence (two one-sided t tests)",
                            numbers=f"{_fmt_side(row, v, False)}; paper {p:.4g}, band [{lo:.4g}, {hi:.4g}]")
     greater = part["op"] == ">"
     X, Y = (part["lhs"], part["rhs"]) if greater else (part["rhs"], part["lhs"])
-    xs, why_x = _items(X, at, paper, metric); ys, why_y = _items(Y, at, paper, metric)
+    xs, why_x = _items(X, at, paper, metric, bounds); ys, why_y = _items(Y, at, paper, metric, bounds)
     if xs is None or ys is None: return base | dict(verdict=NOT_CHECKED, numbers=why_x or why_y)
     if log:
-        (xs, floor), (ys, _) = _to_log(xs, floor), _to_log(ys, floor)
+        (xs, floor), (ys, _) = _to_log(xs, floor), _to_log(ys, floor); bounds = None     # logs of ratios: unbounded
         if xs is None or ys is None:
             return base | dict(verdict=NOT_CHECKED, numbers="not checked: a value <= 0 of a ratio compared on the log scale")
     qx, qy = _quantifier(X, True), _quantifier(Y, False)
@@ -174,7 +175,7 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
     for lx, vx, ex, px, sx, gx in xs:
         ph, pf, pw = [], [], []
         for ly, vy, ey, py, sy, gy in ys:
-            r = welch(vx, vy, ex, ey, floor, degenerate=(gx, gy))
+            r = welch(vx, vy, ex, ey, floor, degenerate=(gx, gy), bounds=bounds)
             ph.append(r["p_holds"]); pf.append(r["p_fails"])
             pw.append(power(px - py, sx, sy, len(vx), len(vy), alpha, ex, ey)
                       if px is not None and py is not None and (ex or sx is not None) and (ey or sy is not None) else None)
@@ -199,7 +200,7 @@ def _cells(claim: Claim) -> list[tuple[str, str]]:
     return list(dict.fromkeys((r, p["metric"]) for p in claim.parts for r in _part_rows(p)))
 
 def claim_power(claim: Claim, paper: dict | None, n: int, floors: dict | None = None, alpha: float = ALPHA,
-                sims: int = POWER_SIMS, seed: int = 0, logs=()) -> tuple[float | None, str]:
+                sims: int = POWER_SIMS, seed: int = 0, logs=(), bounds: dict | None = None) -> tuple[float | None, str]:
     """(power, why): the share of `sims` reproductions in which this judge finds `claim` to hold when each row's `n` seeds
     are drawn from the paper's own cell (normal, its mean and printed standard deviation) — the claim's structure, its
     'max' sides, Holm, 'most' and bands included. None with the reason where a cell has no paper value or no printed
@@ -214,20 +215,22 @@ def claim_power(claim: Claim, paper: dict | None, n: int, floors: dict | None = 
     for _ in range(sims):
         res = {}
         for r, k in cells: res.setdefault(r, {})[k] = list(rng.normal(float(paper[r][k]), float(paper[r][k + "_std"]), n))
-        hits += judge_claim(claim, res, "paper", paper, floors=floors, alpha=alpha, power=False, logs=logs)["verdict"] == HOLDS
+        hits += judge_claim(claim, res, "paper", paper, floors=floors, alpha=alpha, power=False, logs=logs,
+                            bounds=bounds)["verdict"] == HOLDS
     return hits / sims, ""
 
 def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict | None = None, learned: dict | None = None,
-                floors: dict | None = None, alpha: float = ALPHA, seeds=None, power: bool = True, logs=()) -> dict:
+                floors: dict | None = None, alpha: float = ALPHA, seeds=None, power: bool = True, logs=(),
+                bounds: dict | None = None) -> dict:
     """Verdict of `claim` at `scale` with per-part tests: every part must hold (intersection-union) and a part fails after
     Holm's correction across the parts (`need='most'`: m = more than half of the claim's k parts must hold, a
     partial-conjunction test with each part at α / (k − m + 1); it fails when k − m + 1 parts fail, each at α / m). A
     scale below `claim.min_scale` is 'not tested at this scale'; a row that did not learn (`learned` =
     `verdicts.learned_rows`) makes it 'not tested: model did not learn'. `seeds` names the seeds of a NaN value. `power`:
     the claim's power against the paper's own effect, simulated through this judge (`claim_power`; None with `power_why`
-    where the paper prints no standard deviation)."""
-    parts = [judge_part(p, results, paper, alpha, (floors or {}).get(p["metric"], 0.0), seeds, p["metric"] in logs)
-             for p in claim.parts]
+    where the paper prints no standard deviation). `floors`, `bounds`: each metric's resolution and (lo, hi) by key."""
+    parts = [judge_part(p, results, paper, alpha, (floors or {}).get(p["metric"], 0.0), seeds, p["metric"] in logs,
+                        (bounds or {}).get(p["metric"], BOUNDS)) for p in claim.parts]
     live = [p for p in parts if p["verdict"] != NOT_CHECKED]
     out = dict(claim=claim.text, table=claim.table, source=claim.source, ours=claim.ours, paper_note=claim.paper_note,
                parts=parts, note="", p_holds=1.0, p_fails=1.0, power=None, need=claim.need, not_learned=[])
@@ -254,7 +257,7 @@ def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict |
         out.update(p_holds=h, p_fails=f)
     out["n"] = min([p.get("n", 0) for p in live], default=0)
     if power and paper and v != NOT_CHECKED:
-        out["power"], out["power_why"] = claim_power(claim, paper, out["n"], floors, alpha, logs=logs)
+        out["power"], out["power_why"] = claim_power(claim, paper, out["n"], floors, alpha, logs=logs, bounds=bounds)
     if learned and v != NOT_CHECKED:
         rows = {r for p in live for r in p["rows"]}
         bad = [f"{r}: {learned[r]['why']}" for r in sorted(rows) if r in learned and learned[r]["learned"] is not True]

@@ -62,9 +62,9 @@ CONTRASTIVE_SCALES = dict(
 CONTRASTIVE_SCALES["cpu"] = cpu_scale(CONTRASTIVE_SCALES["quick"], "Table 1 (L-MNIST)", ("cvae", "srb_vae", "ours_eq7", "ours_eq8"))
 
 # %% ../../nbs/52_contrastive_reproduction.ipynb #7f3b866a
-METRICS = (Metric("ca_z", "CA z_x (%)", "{:.2f}", "±5"), Metric("ss_z", "SS z_x", "{:.3f}", "±0.1"),
-           Metric("ca_s", "CA s_x (%)", "{:.2f}", "±5"), Metric("ss_s", "SS s_x", "{:.3f}", "±0.1"),
-           Metric("l_w2", "L_W2", "{:.2f}", "×2"), Metric("s_y_norm2", "E‖s_y‖²", "{:.3g}"))
+METRICS = (Metric("ca_z", "CA z_x (%)", "{:.2f}", "±5", bounds=(0.0, 100.0)), Metric("ss_z", "SS z_x", "{:.3f}", "±0.1", bounds=(-1.0, 1.0)),
+           Metric("ca_s", "CA s_x (%)", "{:.2f}", "±5", bounds=(0.0, 100.0)), Metric("ss_s", "SS s_x", "{:.3f}", "±0.1", bounds=(-1.0, 1.0)),
+           Metric("l_w2", "L_W2", "{:.2f}", "×2", bounds=(0.0, None)), Metric("s_y_norm2", "E‖s_y‖²", "{:.3g}", bounds=(0.0, None)))
 
 def _datasets(ctx) -> tuple: return tuple(ctx.options["datasets"] or ctx.cfg["datasets"])
 def _first(ctx) -> str: return _datasets(ctx)[0]

@@ -25,6 +25,8 @@ class Metric:
     tol: str | None = None
     resolution: float | None = None             # smallest difference the metric resolves (default: the format's last digit)
     log: bool = False                           # a positive ratio: claims compare it on the log scale (geometric means)
+    bounds: tuple | None = (0.0, 1.0)           # (lo, hi) of its values, None on an unbounded side: accuracies and scores
+                                                # (0, 1), percentages (0, 100), errors (0, None), differences (None, None)
 
     def floor(self) -> float:
         "The floor on a seed standard deviation: `resolution`, else one unit of the format's last decimal ('{:.3f}': 0.001)."

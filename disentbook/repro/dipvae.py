@@ -162,9 +162,9 @@ def load_dipvae_data(name: str, cfg: dict, seed: int, options: dict):
     return SimpleNamespace(train=images, test=test, full_train=train)
 
 # %% ../../nbs/31_dipvae_reproduction.ipynb #5234cfb4
-METRICS = (Metric("zdiff", "Z-diff (%)", "{:.1f}", "±5"), Metric("sap", "SAP", "{:.4f}", "±0.05 or ±25%"),
-           Metric("recon_error_per_pixel", "recon. error/pixel", "{:.4f}", "×2"),
-           Metric("recon_nll_per_pixel", "NLL/pixel (nats)", "{:.4f}"))
+METRICS = (Metric("zdiff", "Z-diff (%)", "{:.1f}", "±5", bounds=(0.0, 100.0)), Metric("sap", "SAP", "{:.4f}", "±0.05 or ±25%"),
+           Metric("recon_error_per_pixel", "recon. error/pixel", "{:.4f}", "×2", bounds=(0.0, None)),
+           Metric("recon_nll_per_pixel", "NLL/pixel (nats)", "{:.4f}", bounds=(0.0, None)))
 
 def _sweeping(ctx) -> bool:
     return ctx.scale == "paper" if ctx.options["sweep"] is None else bool(ctx.options["sweep"])
@@ -184,14 +184,15 @@ _celeba_models = lambda cfg, options: list(CELEBA_MODELS) + [s for s in CELEBA_T
 TABLES = (
     Table("Table 1", "dsprites", _dsprites_models, METRICS, "Table 1", "dsprites", title="Table 1, 2D Shapes (dSprites)"),
     Table("Z-diff classifiers", "dsprites", _dsprites_models,
-          (Metric("zdiff", "SVM, the paper's (%)", "{:.1f}"), Metric("zdiff_svm_standardized", "SVM, standardised (%)", "{:.1f}"),
-           Metric("zdiff_logistic", "logistic (%)", "{:.1f}")), "Table 1", "dsprites",
+          (Metric("zdiff", "SVM, the paper's (%)", "{:.1f}", bounds=(0.0, 100.0)),
+           Metric("zdiff_svm_standardized", "SVM, standardised (%)", "{:.1f}", bounds=(0.0, 100.0)),
+           Metric("zdiff_logistic", "logistic (%)", "{:.1f}", bounds=(0.0, 100.0))), "Table 1", "dsprites",
           title="Z-diff: how much is the classifier's"),
     Table("Figure 1", "dsprites", _grid, METRICS[:3], when=_sweeping, title="Figure 1 sweep (points of the figure)",
           skip_note="Figure 1 not run (on the command line: `-o sweep=true`)"),
     Table("Table 1 (CelebA)", "celeba", CELEBA_MODELS, METRICS, "Table 1", "celeba", when=_celeba, cfg=_celeba_cfg,
           skip_note="CelebA columns and Table 2: only at the paper scale or with `-o celeba_root=PATH`"),
-    Table("Table 2", "celeba", CELEBA_TABLE2_MODELS, tuple(Metric(a, a.replace("_", " "), "{:.1f}") for a in CELEBA_TABLE2_ATTRIBUTES),
+    Table("Table 2", "celeba", CELEBA_TABLE2_MODELS, tuple(Metric(a, a.replace("_", " "), "{:.1f}", bounds=(0.0, 100.0)) for a in CELEBA_TABLE2_ATTRIBUTES),
           "Table 2", "celeba", when=_celeba, cfg=_celeba_cfg, title="Table 2, CelebA attribute classification (accuracy, %)",
           skip_note="only at the paper scale or with `-o celeba_root=PATH`"),
 )

@@ -151,10 +151,10 @@ def _claims(ctx) -> list[dict]:
             j.update(verdict=NOT_CHECKED, parts=[], why=f"{t.name} not run ({ctx.skipped.get(t.name, 'not in this call')})")
         else:
             j = judge_claim(c, ctx.values(t.name), ctx.scale, paper, _learned(ctx, t), {m.key: m.floor() for m in t.metrics},
-                            seeds=ctx.seeds, logs={m.key for m in t.metrics if m.log})
+                            seeds=ctx.seeds, logs={m.key for m in t.metrics if m.log}, bounds={m.key: m.bounds for m in t.metrics})
         if paper and not c.ours:                                        # the same judge on the paper's own table
             known = paper_seeds(paper, 5)                               # the cells whose spread the paper prints
-            j["on_paper"] = (judge_claim(c, known, "paper", paper, power=False)["verdict"]
+            j["on_paper"] = (judge_claim(c, known, "paper", paper, power=False, bounds={m.key: m.bounds for m in t.metrics})["verdict"]
                              if all(k in known.get(r, {}) for r, k in _cells(c)) else UNKNOWN_ON_PAPER)
         out.append(j | dict(table=t.name))
     return out

@@ -142,12 +142,14 @@ REFVAE_SCALES = dict(
 REFVAE_SCALES["cpu"] = cpu_scale(REFVAE_SCALES["quick"], "Table 1 (MNIST)", ("rb_vae", "srb_vae", "dip_vae_i_lambda_od10"))
 
 # %% ../../nbs/61_refvae_reproduction.ipynb #a45bb15a
-_M = lambda k, lab, fmt="{:.3f}": Metric(k, lab, fmt)
+_M = lambda k, lab, fmt="{:.3f}", bounds=(0.0, None): Metric(k, lab, fmt, bounds=bounds)     # errors by default: (0, None)
+_A = lambda k, lab: Metric(k, lab, "{:.3f}")                                            # accuracies: (0, 1)
 MNIST_METRICS = (*(_M(f"{n}_mae", n) for n in STYLE_NAMES), _M("avg_mae", "Avg"), _M("avg_mae_z", "Avg (z)"),
-                 _M("z_gap", "Avg(z) − Avg"), Metric("z_ratio", "Avg(z) / Avg", "{:.2f}", log=True), _M("avg_mae_all", "Avg (all latents)"), _M("baseline_mae", "mean predictor"),
+                 _M("z_gap", "Avg(z) − Avg", bounds=(None, None)), Metric("z_ratio", "Avg(z) / Avg", "{:.2f}", log=True, bounds=(0.0, None)),
+                 _M("avg_mae_all", "Avg (all latents)"), _M("baseline_mae", "mean predictor"),
                  _M("e_sensitivity", "sensitivity to e"), _M("rec_l1", "L1/pixel"), _M("blank_l1", "L1/pixel of a blank image"))
-AFFECTNET_TABLE_METRICS = (*(_M(m, m.replace("_acc", "")) for m in AFFECTNET_METRICS), _M("avg_acc", "Avg"),
-                           _M("avg_acc_z", "Avg (z)"), _M("acc_gap", "Avg − Avg(z)"), _M("e_sensitivity", "sensitivity to e"))
+AFFECTNET_TABLE_METRICS = (*(_A(m, m.replace("_acc", "")) for m in AFFECTNET_METRICS), _A("avg_acc", "Avg"),
+                           _A("avg_acc_z", "Avg (z)"), _M("acc_gap", "Avg − Avg(z)", bounds=(None, None)), _M("e_sensitivity", "sensitivity to e"))
 MNIST_TABLE = Table("Table 1 (MNIST)", "MNIST", refvae_models, MNIST_METRICS, paper_table="Table 1", paper_dataset="MNIST",
                     title="Table 1, MNIST digit style: linear-probe MAE of the style from e (all latents for unsupervised models)")
 AFFECTNET_TABLE = Table("Table 1 (AffectNet)", "AffectNet", refvae_models, AFFECTNET_TABLE_METRICS, paper_table="Table 1",

@@ -34,7 +34,7 @@ def cell_verdict(values, metric: Metric, paper: float | None, paper_std: float |
     if paper is None or metric.tol is None or not len(values): return "—"
     if scale == "smoke": return "not tested"
     lo, hi = band(paper, parse_tolerance(metric.tol), paper_std)
-    v = within(values, lo, hi, floor=metric.floor())
+    v = within(values, lo, hi, floor=metric.floor(), bounds=metric.bounds)
     if v == FAILS: return f"miss ({'higher' if seed_stats(values)[0] > hi else 'lower'})"
     return {HOLDS: "hit", INCONCLUSIVE: "inconclusive"}.get(v, "—")
 

@@ -77,9 +77,10 @@ def _models(cfg, options):
 VAE_TABLE = Table(
     "Table 1", "dsprites", _models, paper_table="Table 1", paper_dataset="dsprites",
     title="β-VAE on dSprites beside DIP-VAE Table 1 (2D Shapes)",
-    metrics=(Metric("recon_error_per_pixel", "recon. error/pixel (squared error)", "{:.4f}", "×2"),
-             Metric("recon_nll_per_pixel", "Bernoulli NLL/pixel (nats)", "{:.4f}"), Metric("kl", "KL/image (nats)", "{:.2f}"),
-             Metric("elbo", "ELBO/image (nats)", "{:.1f}"), Metric("active_dims", "active latents", "{:.1f}"),
+    metrics=(Metric("recon_error_per_pixel", "recon. error/pixel (squared error)", "{:.4f}", "×2", bounds=(0.0, None)),
+             Metric("recon_nll_per_pixel", "Bernoulli NLL/pixel (nats)", "{:.4f}", bounds=(0.0, None)),
+             Metric("kl", "KL/image (nats)", "{:.2f}", bounds=(0.0, None)), Metric("elbo", "ELBO/image (nats)", "{:.1f}", bounds=(None, 0.0)),
+             Metric("active_dims", "active latents", "{:.1f}", bounds=(0.0, None)),
              Metric("mig", "MIG"), Metric("dci_disentanglement", "DCI dis."), Metric("dci_completeness", "DCI compl."),
              Metric("factor_vae", "FactorVAE score")))
 

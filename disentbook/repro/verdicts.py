@@ -13,9 +13,9 @@ from ..core import InputError
 
 # %% auto #0
 __all__ = ['ALPHA', 'HOLDS', 'FAILS', 'INCONCLUSIVE', 'NOT_TESTED', 'NOT_CHECKED', 'NOT_LEARNED', 'BOUNDS', 'NO_SPREAD',
-           'NO_GATE', 'RULE_TEXT', 'seed_stats', 'degenerate_cell', 'welch', 'verdict', 'compare', 'permutation_p',
-           'holm', 'all_of', 'any_of', 'most_needed', 'partial_conjunction', 'band_test', 'within', 'power',
-           'power_at_least', 'Gate', 'learned_rows', 'paper_seeds']
+           'NO_GATE', 'RULE_TEXT', 'seed_stats', 'bound_p', 'degenerate_cell', 'welch', 'verdict', 'compare',
+           'permutation_p', 'holm', 'all_of', 'any_of', 'most_needed', 'partial_conjunction', 'band_test', 'within',
+           'power', 'power_at_least', 'Gate', 'learned_rows', 'paper_seeds']
 
 # %% ../../nbs/08a_verdicts.ipynb #fda68503
 ALPHA = 0.05
@@ -29,43 +29,57 @@ def seed_stats(values) -> tuple[float, float, int]:
     se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else float("nan")
     return float(v.mean()), se, len(v)
 
-BOUNDS = (0.0, 1.0)     # the bounds of accuracies and of scores in [0, 1]; 0 is also the lower bound of every error
+BOUNDS = (0.0, 1.0)     # the default bounds (lo, hi) of a metric: accuracies and scores in [0, 1]; None: unbounded that way
 
 def _at_bound(m, bounds=BOUNDS):
-    m = np.asarray(m, dtype=np.float64)
-    return np.any([np.abs(m - b) <= 1e-12 * max(1.0, abs(b)) for b in bounds], axis=0) if bounds else np.zeros(m.shape, bool)
+    m, bs = np.asarray(m, dtype=np.float64), [b for b in (bounds or ()) if b is not None]
+    return np.any([np.abs(m - b) <= 1e-12 * max(1.0, abs(b)) for b in bs], axis=0) if bs else np.zeros(m.shape, bool)
+
+def bound_p(n: int, v, c, bounds=BOUNDS) -> tuple:
+    """Exact p-values (of 'mean > c', of 'mean < c') for `n` seeds that all scored the bound value `v` of a metric in
+    `bounds` = (lo, hi), both finite, against a constant `c`: valid for every distribution of seed values on [lo, hi].
+    The least favourable puts its mass on the two bounds, so with mean c, n seeds all at lo have probability at most
+    ((hi - c) / (hi - lo))^n, all at hi at most ((c - lo) / (hi - lo))^n. Arrays broadcast."""
+    lo, hi = bounds
+    v, c = np.asarray(v, np.float64), np.asarray(c, np.float64)
+    at_lo = np.abs(v - lo) <= np.abs(v - hi)
+    p_lt = np.where(c > lo, np.clip((hi - c) / (hi - lo), 0.0, 1.0) ** n, 1.0)   # seeds at lo: is the mean below c?
+    p_gt = np.where(c < hi, np.clip((c - lo) / (hi - lo), 0.0, 1.0) ** n, 1.0)   # seeds at hi: is the mean above c?
+    return np.where(at_lo, np.where(c < lo, 0.0, 1.0), p_gt), np.where(at_lo, p_lt, np.where(c > hi, 0.0, 1.0))
 
 def degenerate_cell(values, bounds=BOUNDS) -> bool:
-    "Do the seed values (n >= 2, NaNs dropped) all equal one bound of the metric (0 ± 0 at 0, or at 1)? Such a cell has no spread estimate."
+    "Do the seed values (n >= 2, NaNs dropped) all equal one bound of the metric (`bounds`: 0 ± 0 at 0, or at 1)? Such a cell has no spread estimate."
     v = np.asarray(values, dtype=np.float64).ravel(); v = v[np.isfinite(v)]
     return len(v) >= 2 and bool(np.all(v == v[0])) and bool(_at_bound(v[0], bounds))
 
-def _moments(x, exact: bool, floor: float, flat_floor: bool = False, deg=None):
+def _moments(x, exact: bool, floor: float, flat_floor: bool = False, deg=None, bounds=BOUNDS):
     """(mean, variance of the mean, n, degenerate) along the last axis; exact sides have no variance. A degenerate side
-    (its n >= 2 seeds all equal one of `BOUNDS`; `deg` says so for seeds the caller shifted or scaled) has variance 0: it
+    (its n >= 2 seeds all equal one of `bounds`; `deg` says so for seeds the caller shifted or scaled) has variance 0: it
     counts as known. Other sides' standard deviations are at least `floor`; so are degenerate ones with `flat_floor`."""
     x = np.asarray(x, dtype=np.float64); n = x.shape[-1]; m = x.mean(-1)
     if exact: return m, np.zeros_like(m), n, np.zeros(np.shape(m), bool)
     if n < 2: return m, np.full_like(m, np.nan), n, np.zeros(np.shape(m), bool)
     s = x.std(-1, ddof=1)
     flat = s <= 1e-12 * np.maximum(np.abs(m), 1.0)                      # rounding noise of identical values is no spread
-    deg = flat & (_at_bound(m) if deg is None else np.asarray(deg, bool))
+    deg = flat & (_at_bound(m, bounds) if deg is None else np.asarray(deg, bool))
     s = np.where(deg & (not flat_floor), 0.0, np.maximum(np.where(flat, 0.0, s), floor))
     return m, s ** 2 / n, n, deg
 
 NO_SPREAD = "no spread on either side (0 ± 0 at a bound of the metric: a degenerate cell cannot decide alone)"
 
 def welch(a, b, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0, flat_floor: bool = False,
-          degenerate: tuple | None = None) -> dict:
+          degenerate: tuple | None = None, bounds=BOUNDS) -> dict:
     """One-sided Welch t test of mean(a) > mean(b) on seed values (the last axis; leading axes are independent
     tests). Returns arrays (scalars for 1-D input): d, se, df, t, p_holds = P(T_df >= t), p_fails = P(T_df <= t), and
     `degenerate` (a side's seeds all at one bound of the metric); for 1-D input also `why`, the reason of an
     undetermined test. A degenerate side counts as known and the other side's spread decides; undetermined tests (one
     seed, or no spread on either side) have p_holds = p_fails = 1. `degenerate=(a_deg, b_deg)`: whether each side's seeds
     were degenerate before the caller shifted or scaled them (None: judged on `a`, `b`). `flat_floor=True` floors a
-    degenerate side instead (the gate's use: differences from a reference)."""
+    degenerate side instead (the gate's use: differences from a reference). Against a constant, a side whose seeds all
+    sit at a bound of a metric bounded both ways (`bounds` = (lo, hi)) is decided by the exact test `bound_p`."""
     da, db = (None, None) if degenerate is None else degenerate
-    (ma, va, na, fa), (mb, vb, nb, fb) = _moments(a, a_exact, floor, flat_floor, da), _moments(b, b_exact, floor, flat_floor, db)
+    (ma, va, na, fa), (mb, vb, nb, fb) = (_moments(a, a_exact, floor, flat_floor, da, bounds),
+                                          _moments(b, b_exact, floor, flat_floor, db, bounds))
     d, v = ma - mb, va + vb
     with np.errstate(divide="ignore", invalid="ignore"):
         df = v ** 2 / (va ** 2 / max(na - 1, 1) + vb ** 2 / max(nb - 1, 1))
@@ -76,23 +90,33 @@ def welch(a, b, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0
     pf = np.where(ok, stats.t.cdf(np.where(ok, t, 0.0), np.where(ok, df, 1.0)), 1.0)
     if exact:                                    # two constants: decided by the sign of d
         ph, pf, df = np.where(d > 0, 0.0, 1.0), np.where(d < 0, 0.0, 1.0), np.full_like(d, np.inf)
+    lo, hi = tuple(bounds) if bounds else (None, None)
+    by_bound = np.zeros(np.shape(d), bool)
+    if a_exact != b_exact and not flat_floor and lo is not None and hi is not None:     # seeds at a bound against a constant
+        xm, c, nx, xdeg = (ma, mb, na, fa) if b_exact else (mb, ma, nb, fb)
+        by_bound = np.asarray(xdeg, bool) & _at_bound(xm, bounds)       # at the bound in the units compared (not shifted)
+        p_gt, p_lt = bound_p(nx, xm, c, bounds)
+        ph, pf = np.where(by_bound, p_gt if b_exact else p_lt, ph), np.where(by_bound, p_lt if b_exact else p_gt, pf)
     out = dict(d=d, se=se, df=df, t=t, p_holds=ph, p_fails=pf)
-    if np.ndim(d) > 0: return out | dict(degenerate=(fa | fb) & (not flat_floor))
+    if np.ndim(d) > 0: return out | dict(degenerate=(fa | fb) & (not flat_floor), exact_bound=by_bound)
     out = {k: float(v) for k, v in out.items()}
-    deg = bool((fa or fb) and not flat_floor)
-    why = "" if ok or exact else NO_SPREAD if deg else "no standard error (one seed)" if min(na, nb) < 2 else "no standard error"
-    return out | dict(degenerate=deg, why=why)
+    deg, by_bound = bool((fa or fb) and not flat_floor), bool(by_bound)
+    why = ((f"all {na if b_exact else nb} seeds at the bound {(ma if b_exact else mb):.4g} of a metric in [{lo:g}, {hi:g}]: "
+            "the exact test (least favourable seeds on the two bounds)") if by_bound else
+           "" if ok or exact else NO_SPREAD if deg else "no standard error (one seed)" if min(na, nb) < 2 else "no standard error")
+    return out | dict(degenerate=deg, exact_bound=by_bound, why=why)
 
 def verdict(p_holds, p_fails, alpha: float = ALPHA) -> str:
     "holds / fails / inconclusive from the two one-sided p-values."
     return HOLDS if p_holds < alpha else FAILS if p_fails < alpha else INCONCLUSIVE
 
 def compare(a, b, op: str = ">", alpha: float = ALPHA, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0,
-            flat_floor: bool = False) -> str:
-    "Verdict of `a op b` (op '>' or '<') on seed values `a`, `b` (Welch t, one-sided, level `alpha`)."
+            flat_floor: bool = False, bounds=BOUNDS) -> str:
+    "Verdict of `a op b` (op '>' or '<') on seed values `a`, `b` (Welch t, one-sided, level `alpha`; `bounds`: the metric's)."
     if op not in (">", "<"): raise InputError(f"op: expected '>' or '<', got {op!r}")
     if not (np.isfinite(seed_stats(a)[0]) and np.isfinite(seed_stats(b)[0])): return NOT_CHECKED
-    r = welch(a, b, a_exact, b_exact, floor, flat_floor) if op == ">" else welch(b, a, b_exact, a_exact, floor, flat_floor)
+    r = (welch(a, b, a_exact, b_exact, floor, flat_floor, bounds=bounds) if op == ">" else
+         welch(b, a, b_exact, a_exact, floor, flat_floor, bounds=bounds))
     return verdict(r["p_holds"], r["p_fails"], alpha)
 
 # %% ../../nbs/08a_verdicts.ipynb #2ec2c789
@@ -139,17 +163,18 @@ def partial_conjunction(p_holds, p_fails, m: int) -> tuple[float, float]:
     return float(min(1.0, (k - m + 1) * ph[m - 1])), float(min(1.0, m * pf[k - m]))
 
 # %% ../../nbs/08a_verdicts.ipynb #080a6f24
-def band_test(values, lo: float, hi: float, floor: float = 0.0) -> dict:
-    "Equivalence test of 'the mean of `values` lies in [lo, hi]': p_holds (TOST), p_fails (outside, Bonferroni)."
-    above, below = welch(values, [lo], b_exact=True, floor=floor), welch(values, [hi], b_exact=True, floor=floor)
+def band_test(values, lo: float, hi: float, floor: float = 0.0, bounds=BOUNDS) -> dict:
+    "Equivalence test of 'the mean of `values` lies in [lo, hi]': p_holds (TOST), p_fails (outside, Bonferroni); `bounds`: the metric's."
+    above = welch(values, [lo], b_exact=True, floor=floor, bounds=bounds)
+    below = welch(values, [hi], b_exact=True, floor=floor, bounds=bounds)
     return dict(p_holds=max(above["p_holds"], below["p_fails"]), p_fails=min(1.0, 2 * min(above["p_fails"], below["p_holds"])),
                 se=above["se"], df=above["df"])
 
-def within(values, lo: float, hi: float, alpha: float = ALPHA, floor: float = 0.0) -> str:
-    "Verdict of 'the mean of `values` lies in [lo, hi]'."
+def within(values, lo: float, hi: float, alpha: float = ALPHA, floor: float = 0.0, bounds=BOUNDS) -> str:
+    "Verdict of 'the mean of `values` lies in [lo, hi]' (`bounds`: the metric's)."
     m = seed_stats(values)[0]
     if not math.isfinite(m) or not (math.isfinite(lo) and math.isfinite(hi)): return NOT_CHECKED
-    r = band_test(values, lo, hi, floor)
+    r = band_test(values, lo, hi, floor, bounds)
     return verdict(r["p_holds"], r["p_fails"], alpha)
 
 # %% ../../nbs/08a_verdicts.ipynb #ba615d9f
@@ -245,8 +270,10 @@ def paper_seeds(paper: dict, n: int = 5, rel_sd: float | None = None) -> dict:
 RULE_TEXT = (f"Every cell is the mean ± standard deviation over the seeds (n). A comparison is a one-sided Welch t test on "
              f"the seed values (Welch-Satterthwaite degrees of freedom; a paper value or a constant has no error; each "
              f"row's standard deviation is at least the metric's resolution; a cell whose seeds all score the same bound "
-             f"value of the metric (0 ± 0 at 0, or at 1) cannot decide alone: it counts as known and the other side's spread decides, "
-             f"and with no spread on either side the comparison is inconclusive): it holds "
+             f"value of the metric (0 ± 0 at 0, or at 1; each metric declares its bounds) cannot decide a t test: against another "
+             f"row it counts as known and the other side's spread decides, two such cells are inconclusive, and against a "
+             f"constant or the paper's band a metric bounded both ways, [lo, hi], takes the exact test of its bound (n seeds "
+             f"all at lo while the mean is c: probability at most ((hi − c)/(hi − lo))^n, whatever the seeds' distribution)): it holds "
              f"when p < {ALPHA:g}, fails when the opposite direction has p < {ALPHA:g}, and is inconclusive otherwise (always "
              "with one seed). A claim of several parts holds when every part holds and fails when a part fails after Holm's "
              "correction across its parts; a claim that needs most of its k parts (m, more than half of k, fixed by the claim) "
