@@ -73,6 +73,27 @@ def test_zero_spread_cannot_decide_alone():
     assert H.judge_claim(c, up, "quick", floors={"worst_acc": 0.001})["verdict"] == H.HOLDS
 
 
+
+def test_a_cell_at_a_bound_meets_a_constant_by_its_metrics_bounds():
+    """Against a constant, seeds all at a bound are judged by the exact test of the metric's own bounds (n seeds at lo when
+    the mean is c: at most ((hi - c) / (hi - lo))^n): a percentage at 0 is below 90 %; an error at 0 (bounded one way)
+    has no such test; a ratio of exactly 1 is no bound (floored, it decides); the report's cells follow the same rule."""
+    c = H.Claim("t", "A < 90 on ca")
+    zero = {"A": dict(ca=[0.0] * 3)}
+    j = H.judge_claim(c, zero, "quick", floors={"ca": 0.01}, bounds={"ca": (0.0, 100.0)})
+    assert j["verdict"] == H.HOLDS and j["p_holds"] == pytest.approx(0.1 ** 3), j["parts"]
+    assert "exact test" in j["parts"][0]["numbers"]
+    assert H.judge_claim(c, zero, "quick", floors={"ca": 0.01}, bounds={"ca": (0.0, None)})["verdict"] == H.INCONCLUSIVE
+    assert H.judge_claim(H.Claim("t", "A < 50 on ca"), zero, "quick", bounds={"ca": (0.0, 100.0)})["verdict"] == H.INCONCLUSIVE
+    one = {"A": dict(r=[1.0] * 3)}
+    assert H.judge_claim(H.Claim("t", "A > 0.5 on r"), one, "quick", floors={"r": 0.01}, bounds={"r": (0.0, None)})["verdict"] == H.HOLDS
+    from disentbook.repro.report import cell_verdict
+    m = H.Metric("worst_acc", "worst", tol="±0.1")
+    assert cell_verdict([0.0] * 3, m, 0.904, None, "quick") == "miss (lower)"          # 0 ± 0 against the paper's 0.90
+    assert cell_verdict([0.0] * 3, m, 0.59, None, "quick") == "inconclusive"           # ... but not against 0.59 (n = 3)
+    assert cell_verdict([0.0] * 5, m, 0.69, None, "quick") == "miss (lower)"           # five seeds: 0.41^5 x 2 < 0.05
+
+
 def test_degenerate_cells_keep_the_null_calibrated():
     "Equal rows of a [0, 1] metric that often sits at its bound 0 (n = 3): false holds / fails of 'A > B' and 'A > B + 0.1' <= 5 %."
     rng = np.random.default_rng(11)
