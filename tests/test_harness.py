@@ -250,3 +250,23 @@ def test_reference_gate_measures_untrained_networks_once_and_rejudge_reuses_them
         H.rejudge(paper, tmp_path); assert len(calls) == 10                              # kept in metrics.json
     finally:
         del REPRODUCTIONS["toy_ref"], H.PAPERS["toy_ref"]
+
+
+@pytest.mark.parametrize("name", ["dipvae", "contrastive"])
+def test_pixel_references_measure_the_papers_metric_on_raw_pixels(name):
+    """A paper with a raw-pixel gate computes its metric on the pixels of its own data (smoke scale here): a value in the
+    metric's bounds, the same for the same seed; the DIP-VAE hook gives nothing on data without factors (CelebA)."""
+    from disentbook.repro.reference import PIXELS, reference_metrics
+    from disentbook.repro.runs import load_data, run_cfg
+    p = H.PAPERS[name]
+    need = reference_metrics(p.learned, PIXELS)
+    assert need and p.pixels is not None
+    cfg, t = H.scale_config(p, "smoke"), p.tables[0]
+    ds = t.dataset_name(dict(p.options))
+    rc = run_cfg(cfg, t.specs(cfg, dict(p.options))[0], ds)
+    data = load_data(p, ds, rc, 0, dict(p.options))
+    a, b = p.pixels(data, rc, 0), p.pixels(data, rc, 0)
+    bounds = {m.key: m.bounds for m in t.metrics}
+    for k in need:
+        assert bounds[k][0] <= a[k] <= bounds[k][1] and a[k] == b[k], (k, a, b)
+    if name == "dipvae": assert p.pixels(object(), rc, 0) == {}

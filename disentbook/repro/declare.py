@@ -82,6 +82,7 @@ class Paper:
     seeded_data: bool = False                   # does the data depend on the seed (e.g. generated per seed)?
     values: str | None = None                   # the paper-values CSV (default: `name`)
     learned: tuple = ()                         # `verdicts.Gate`s: what "the model learned" means for its rows
+    pixels: Callable | None = None              # fn(data, cfg, seed) -> {metric: value}: the paper's metrics on the raw pixels
 
 from ..core import REPRO_MODULES
 PAPERS = Registry("paper", REPRO_MODULES)

@@ -16,7 +16,7 @@ from ..data.dsprites import DSprites
 from ..eval import dipvae as dip
 from ..eval.scores import encode_means
 from ..train import model_spec
-from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, cpu_scale, register_reproduction, traversal_figures
+from .harness import Claim, Gate, untrained_gate, pixel_gate, Metric, Paper, Table, cpu_scale, register_reproduction, traversal_figures
 from .vae import evaluate_vae
 
 # %% auto #0
@@ -24,7 +24,7 @@ __all__ = ['DSPRITES_MODELS', 'CELEBA_MODELS', 'CELEBA_TABLE2_MODELS', 'CELEBA_T
            'DIPVAE_SCALES', 'METRICS', 'TABLES', 'FINDINGS', 'GATES', 'FAMILY_STYLE', 'DIPVAE', 'reproduce_dipvae',
            'beta_spec', 'dip_i_spec', 'dip_ii_spec', 'zdiff_percent', 'evaluate_dsprites', 'attribute_table',
            'zdiff_attributes', 'evaluate_celeba', 'evaluate_dipvae', 'load_dipvae_data', 'tradeoff_claim',
-           'dipvae_claims', 'figure1', 'dipvae_figures']
+           'dipvae_claims', 'zdiff_pixels', 'figure1', 'dipvae_figures']
 
 # %% ../../nbs/31_dipvae_reproduction.ipynb #b7471419
 def beta_spec(beta: float, row: str | None = None) -> dict:
@@ -251,7 +251,14 @@ def dipvae_claims(ctx) -> list[Claim]:
 
 GATES = (Gate("recon_error_per_pixel", "<", "mean_image_error_per_pixel",
               "reconstructs better than the data set's mean image (squared error per pixel)"),
-         untrained_gate("zdiff", ">", 5.0, "separates the factors better than the same network untrained (Z-diff, by 5 points)"))
+         untrained_gate("zdiff", ">", 5.0, "separates the factors better than the same network untrained (Z-diff, by 5 points)"),
+         pixel_gate("zdiff", ">", 0.0, "separates the factors better than the same classifier on raw pixel differences (Z-diff)"))
+
+def zdiff_pixels(data, cfg: dict, seed: int) -> dict:
+    "Z-diff (%) of the paper's classifier on differences of the raw pixels (dSprites: the pixel gate's reference)."
+    if not isinstance(data, DSprites): return {}
+    pix = lambda x: to_numpy(torch.as_tensor(x).flatten(1)).astype(np.float64) / 255
+    return dict(zdiff=zdiff_percent(dip.zdiff_dipvae(data, pix, seed=seed, **cfg["eval"]["zdiff"])[1]))
 
 # %% ../../nbs/31_dipvae_reproduction.ipynb #a72fa0bb
 FAMILY_STYLE = {"vae": ("β-VAE", "C0", "o"), "beta_vae": ("β-VAE", "C0", "o"), "dip_vae_i": ("DIP-VAE-I", "C1", "s"),
@@ -299,7 +306,7 @@ def dipvae_figures(ctx) -> dict:
 DIPVAE = Paper(
     name="dipvae", title="DIP-VAE (Kumar et al., ICLR 2018)", scales=DIPVAE_SCALES, tables=TABLES,
     data=load_dipvae_data, evaluate=evaluate_dipvae, claims=dipvae_claims, figures=(dipvae_figures,),
-    options=dict(sweep=None, celeba_root=None), learned=GATES,
+    options=dict(sweep=None, celeba_root=None), learned=GATES, pixels=zdiff_pixels,
     notes=lambda ctx: [
         "Adam (optimiser and lr: our choice, the paper states neither). Reconstruction error: the paper does not define "
         "it; we judge our squared error of the mean reconstruction per pixel and print the Bernoulli NLL per pixel beside "

@@ -13,7 +13,8 @@ from .runs import default_model, load_data, run_cfg
 from .verdicts import Gate
 
 # %% auto #0
-__all__ = ['UNTRAINED', 'REFERENCE_ALPHA', 'untrained_gate', 'reference_metrics', 'measure_references', 'with_references']
+__all__ = ['UNTRAINED', 'REFERENCE_ALPHA', 'PIXELS', 'PIXEL_ROW', 'untrained_gate', 'reference_metrics', 'pixel_gate',
+           'measure_references', 'with_references']
 
 # %% ../../nbs/08j_reference.ipynb #e7219b15
 UNTRAINED = "untrained:"        # a gate's `ref` naming the untrained network's value of a metric
@@ -25,9 +26,18 @@ def untrained_gate(metric: str, op: str, margin: float, text: str, rows: tuple |
     return Gate(metric, op, UNTRAINED + metric, text, rows=rows, resolution=resolution, margin=float(margin),
                 alpha=REFERENCE_ALPHA)
 
-def reference_metrics(gates) -> list[str]:
-    "The metrics whose untrained values `gates` need."
-    return sorted({g.ref[len(UNTRAINED):] for g in gates if isinstance(g.ref, str) and g.ref.startswith(UNTRAINED)})
+def reference_metrics(gates, kind: str = UNTRAINED) -> list[str]:
+    "The metrics whose reference values of `kind` (`UNTRAINED` or `PIXELS`) `gates` need."
+    return sorted({g.ref[len(kind):] for g in gates if isinstance(g.ref, str) and g.ref.startswith(kind)})
+
+PIXELS = "pixels:"              # a gate's `ref` naming the paper's metric computed on the raw pixels
+PIXEL_ROW = "(raw pixels)"      # where a table's raw-pixel values are kept in `references`
+
+def pixel_gate(metric: str, op: str, margin: float, text: str, rows: tuple | None = None, resolution: float = 0.0) -> Gate:
+    """A gate: `metric` beats the paper's own evaluation applied to the raw pixels (the same held-out data, the same seed) by
+    `margin`, at p < `REFERENCE_ALPHA`; the paper computes it with `Paper.pixels`."""
+    return Gate(metric, op, PIXELS + metric, text, rows=rows, resolution=resolution, margin=float(margin),
+                alpha=REFERENCE_ALPHA)
 
 # %% ../../nbs/08j_reference.ipynb #71afcedd
 def _key(model, spec: dict, seed: int) -> str:
@@ -40,8 +50,10 @@ def measure_references(ctx, table) -> dict:
     with the row's seed as its run was), for the metrics the paper's reference gates need; kept in `ctx.references`
     (rows already there are not measured again) and said in `ctx.notes`."""
     need = reference_metrics(ctx.paper.learned or ())
-    if not need or table.name not in ctx.specs: return {}
+    if table.name not in ctx.specs: return {}
     store = ctx.references.setdefault(table.name, {})
+    _measure_pixels(ctx, table, store)
+    if not need: return store
     ds, done, t0 = ctx.datasets[table.name], {}, time.perf_counter()
     dev = ctx.device if ctx.device.type != "cuda" or torch.cuda.is_available() else torch.device("cpu")   # re-judged elsewhere
     for spec in ctx.specs[table.name]:
@@ -65,6 +77,23 @@ def measure_references(ctx, table) -> dict:
                          f"{time.perf_counter() - t0:.0f} s.")
     return store
 
+def _measure_pixels(ctx, table, store: dict):
+    "The table's raw-pixel values of the metrics the pixel gates need (`Paper.pixels`, one per seed), into `store[PIXEL_ROW]`."
+    need, fn = reference_metrics(ctx.paper.learned or (), PIXELS), getattr(ctx.paper, "pixels", None)
+    have = store.get(PIXEL_ROW, {})
+    if not need or fn is None or not ctx.specs[table.name] or \
+       all(len(have.get(k, [])) == len(ctx.seeds) for k in need): return
+    ds, t0 = ctx.datasets[table.name], time.perf_counter()
+    cfg, vals = run_cfg(ctx.cfg, ctx.specs[table.name][0], ds), {k: [] for k in need}
+    for seed in ctx.seeds:
+        got = fn(load_data(ctx.paper, ds, cfg, seed, ctx.options), cfg, seed) or {}
+        for k in need: vals[k].append(float(got[k]) if isinstance(got.get(k), (int, float)) else math.nan)
+    store[PIXEL_ROW] = vals
+    ctx.notes.append(f"Reference ({table.name}): the paper's evaluation applied to the raw pixels ({', '.join(need)}; "
+                     f"one per seed) in {time.perf_counter() - t0:.0f} s.")
+
 def with_references(values: dict, refs: dict) -> dict:
-    "`values` ({row: {metric: [seed values]}}) with each row's untrained values added as `untrained:<metric>`."
-    return {row: {**m, **{UNTRAINED + k: v for k, v in refs.get(row, {}).items()}} for row, m in values.items()}
+    """`values` ({row: {metric: [seed values]}}) with each row's untrained values added as `untrained:<metric>` and the
+    table's raw-pixel values as `pixels:<metric>`."""
+    pix = {PIXELS + k: v for k, v in refs.get(PIXEL_ROW, {}).items()}
+    return {row: {**m, **{UNTRAINED + k: v for k, v in refs.get(row, {}).items()}, **pix} for row, m in values.items()}
