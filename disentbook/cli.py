@@ -12,16 +12,11 @@ from .core import REPRODUCTIONS, SCALES, DisentbookError, InputError, make_gener
 
 # %% auto #0
 __all__ = ['LOCK_NAME', 'RUN_FILES', 'CLAIMS_START', 'CLAIMS_END', 'PROCEDURAL', 'TRAINING_SETS', 'GROUND_TRUTH_METRICS',
-           'DEFAULT_BATCH_SIZE', 'DEFAULT_LR', 'load_plugins', 'parse_params', 'int_at_least', 'positive_float',
-           'resolve_device', 'run_lock', 'run_contents', 'refuse_existing', 'clear_run', 'cmd_reproduce', 'cmd_claims',
-           'cmd_methods', 'cmd_pretrained', 'cmd_data', 'TrainingSet', 'check_method_dataset', 'build_dataset',
-           'image_shape', 'make_sampler', 'build_model_for', 'probe_features', 'run_metrics', 'metrics_table',
-           'train_job', 'cmd_train', 'cmd_evaluate', 'cmd_student_edition', 'build_parser', 'main']
-
-# %% ../nbs/90_cli.ipynb #e9e66555
-def load_plugins():
-    "Kept for old callers: `import disentbook` already imports every module that registers objectives or reproductions."
-    import disentbook  # noqa: F401
+           'DEFAULT_BATCH_SIZE', 'DEFAULT_LR', 'parse_params', 'int_at_least', 'positive_float', 'resolve_device',
+           'run_lock', 'run_contents', 'refuse_existing', 'clear_run', 'cmd_reproduce', 'cmd_claims', 'cmd_methods',
+           'cmd_pretrained', 'cmd_data', 'TrainingSet', 'check_method_dataset', 'build_dataset', 'image_shape',
+           'make_sampler', 'build_model_for', 'probe_features', 'run_metrics', 'metrics_table', 'train_job',
+           'cmd_train', 'cmd_evaluate', 'cmd_student_edition', 'build_parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #37a9b090
 def parse_params(items: list[str] | None) -> dict:
