@@ -199,6 +199,8 @@ def test_paper_curves_give_the_cpu_scale_its_length_and_plan(tiny, monkeypatch, 
     assert C.run_stage("cpu-invariance", C.Clock(1e9)) == "ok"
     assert (out / "report.md").exists() and len(list(out.glob("runs/*/*/seed0/eval.json"))) == len(slugs)
     assert json.loads((out / "metrics.json").read_text())["config"]["train"]["steps"] == e["steps"]
+    assert C.run_stage("cpu-invariance-midpoint", C.Clock(1e9)) == "ok"          # the sensitivity: its own folder and label
+    assert "Sensitivity (ours)" in (tiny / "reports" / "invariance-cpu-midpoint" / "report.md").read_text()
 
 
 def test_a_packaging_keeps_the_shipped_model_of_another_width_when_it_measured_higher():

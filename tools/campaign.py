@@ -26,6 +26,8 @@ Stages:
 - `curves-<paper>` then `cpu-<paper>`, paper by paper: the headline rows' learning curves (tools/paper_curves.py), which
   fix the `cpu` scale's length, then `disentbook reproduce <paper> --scale cpu` into `reports/<paper>-cpu` (its runs'
   checkpoints stay in the report's `runs/`, ignored by git; a cut-short call resumes them).
+- `cpu-invariance-midpoint`: the invariance cpu reproduction again with the second test palette (`-o palette=midpoint`,
+  declared by a rule before it ran), a sensitivity of the package's own, into `reports/invariance-cpu-midpoint`.
 - `gpu-contact`, `gpu-tests`, `gpu-bench`, `gpu-<paper>`, `gpu-pretrained`: the GPU stages, run on a machine with a CUDA GPU by
   `--next --gpu` (or `--stage gpu-bench`) through `tools/gpu_campaign.py`, whose archives travel back from a lent GPU
   machine and whose ledger (`benchmarks/gpu_campaign.json`) records what landed. `--list` shows both kinds.
@@ -174,7 +176,12 @@ class OutOfBudget(BaseException):
 def reports_dir(paper: str) -> Path: return ROOT / "reports" / f"{paper}-cpu"
 
 
-def stage_cpu(paper: str, clock: Clock) -> str:
+# sensitivity runs of the package's own (labelled so in their reports), each after its paper's cpu reproduction:
+# stage -> (paper, reproduction options, report folder suffix)
+SENSITIVITY = {"cpu-invariance-midpoint": ("invariance", dict(palette="midpoint"), "-midpoint")}
+
+
+def stage_cpu(paper: str, clock: Clock, options: dict | None = None, suffix: str = "") -> str:
     """`disentbook reproduce <paper> --scale cpu` into reports/<paper>-cpu (the length its curves chose), resuming: a
     finished run is reused, a cut-short run goes on from its last checkpoint (a tenth of its length, at least 1,000
     steps). The budget stops it 30 s before its end (`partial`): a timer, since one run does not stop at chunk boundaries;
@@ -191,7 +198,8 @@ def stage_cpu(paper: str, clock: Clock) -> str:
     old = signal.signal(signal.SIGALRM, out_of_budget) if timer else None
     if timer: signal.setitimer(signal.ITIMER_REAL, left)
     try:
-        H.reproduce(H.PAPERS[paper], scale="cpu", out_dir=reports_dir(paper), device="cpu", resume=True)
+        H.reproduce(H.PAPERS[paper], scale="cpu", out_dir=Path(str(reports_dir(paper)) + suffix), device="cpu", resume=True,
+                    **(options or {}))
     except OutOfBudget:
         print(f"cpu-{paper}: the budget ran out; the next call goes on from the runs' checkpoints", flush=True)
         return "partial"
@@ -212,6 +220,11 @@ for _p in PAPER_CURVES:
     STAGES[f"cpu-{_p}"] = (f"disentbook reproduce {_p} --scale cpu (3 seeds of the headline rows, as long as curves-{_p} "
                            f"chose, resumed from the runs' checkpoints) into reports/{_p}-cpu")
     STAGE_FNS[f"cpu-{_p}"] = (lambda p: lambda clock: stage_cpu(p, clock))(_p)
+    for _s, (_q, _o, _x) in SENSITIVITY.items():
+        if _q != _p: continue
+        STAGES[_s] = (f"the same cpu reproduction with -o {' '.join(f'{k}={v}' for k, v in _o.items())} (a sensitivity of the "
+                      f"package's own, labelled so) into reports/{_p}-cpu{_x}")
+        STAGE_FNS[_s] = (lambda p, o, x: lambda clock: stage_cpu(p, clock, o, x))(_q, _o, _x)
 
 
 # ---------------------------------------------------------------- the GPU stages (tools/gpu_campaign.py)
@@ -274,9 +287,9 @@ def main(argv=None) -> int:
         if a.list:
             for s, what in STAGES.items():
                 r = led.get(s, {})
-                print(f"{s:18s} {r.get('status', 'not started'):12s} {what}")
+                print(f"{s:23s} {r.get('status', 'not started'):12s} {what}")
             for s, g in GPU_STAGES.items():
-                print(f"{s:18s} {gpu_status(s):12s} on a CUDA GPU: tools/gpu_campaign.py --stage {g} ({_gpu().WHAT[g]})")
+                print(f"{s:23s} {gpu_status(s):12s} on a CUDA GPU: tools/gpu_campaign.py --stage {g} ({_gpu().WHAT[g]})")
             return 0
         if a.stage in GPU_STAGES: return run_gpu_stage(a.stage, [])
         if a.next and a.gpu:
