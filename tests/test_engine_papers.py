@@ -18,6 +18,7 @@ from disentbook.objectives.base import OBJECTIVES, register_objective
 from disentbook.objectives.vae import BetaVAE
 from disentbook.repro import harness as H
 from disentbook.train import TrainConfig, model_spec
+from training_checks import assert_same_training
 
 MODEL = dict(kind="vae", image_size=28, channels=1, latent_dim=4, hidden=32)
 
@@ -95,13 +96,6 @@ def cfg(**kw):
 
 def run(member, data, config=None):
     return engine.build_run(member, MODEL, SingleSampler(data, device="cpu"), config or cfg(), data=data)
-
-
-def assert_same_training(a, b, init, rel=0.25):
-    "Captured and eager CUDA runs from the same weights moved each tensor alike (test_engine.py says why not to a fixed tolerance)."
-    for (k, p), q in zip(a.state_dict().items(), b.state_dict().values()):
-        d, u = (p.float() - q.float()).norm(), (p.float() - init[k].float()).norm()
-        assert d <= rel * u + 1e-6, f"{k}: captured and eager runs {float(d):.3g} apart, training moved it {float(u):.3g}"
 
 
 def close_weights(a, b, atol=1e-3):
