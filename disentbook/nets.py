@@ -104,6 +104,9 @@ class VAE(nn.Module):
     def _input(self, x):
         if x.ndim != 4 or tuple(x.shape[1:]) != self.shape:
             raise InputError(f"expected images of shape (N, {', '.join(map(str, self.shape))}), got {tuple(x.shape)}")
+        if not self.training:                 # evaluation: float images outside [0, 1] (e.g. 0-255) are an error, not codes
+            from disentbook.core import check_images     # (training steps skip it: no host read inside a step)
+            check_images(x, name="VAE.encode input")
         return to_float_images(x)
 
     def encode(self, x):
