@@ -129,3 +129,16 @@ def test_a_captured_row_timed_eagerly_rates_as_eager(tmp_path):
     assert table["rows"][1]["planned_mode"] == "captured_single"
     assert P.rate(table, "conv64_vae", "eager", 1)[0] == 90.0
     assert P.rate(table, "conv64_vae", "captured_ensemble", 8)[0] == 800.0
+
+
+def test_the_ensemble_rng_benchmark_runs_on_a_cpu(tmp_path, capsys):
+    "benchmarks/bench_ensemble_rng.py --device cpu --tiny: exact and fast ensembles measured, the ratio printed, the rows written."
+    import importlib.util, sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("bench_ensemble_rng", root / "benchmarks" / "bench_ensemble_rng.py")
+    B = importlib.util.module_from_spec(spec); spec.loader.exec_module(B)
+    assert B.main(["--device", "cpu", "--tiny", "--out", str(tmp_path / "rng.json")]) == 0
+    assert "exact / fast" in capsys.readouterr().out
+    t = json.loads((tmp_path / "rng.json").read_text())
+    assert t["tiny"] and {r["rng"] for r in t["rows"]} == {"exact", "fast"} and all(r["images_per_s"] > 0 for r in t["rows"])
