@@ -198,7 +198,15 @@ def test_paper_curves_give_the_cpu_scale_its_length_and_plan(tiny, monkeypatch, 
     monkeypatch.setattr(C, "CPU_MARGIN", 0.0)
     assert C.run_stage("cpu-invariance", C.Clock(1e9)) == "ok"
     assert (out / "report.md").exists() and len(list(out.glob("runs/*/*/seed0/eval.json"))) == len(slugs)
-    assert json.loads((out / "metrics.json").read_text())["config"]["train"]["steps"] == e["steps"]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["config"]["train"]["steps"] == e["steps"]
+    # seed 0 of every row is its curve's run, resumed from the checkpoint the curve kept at that length: the same
+    # weights, so the same evaluation as the curve's at that length; the report says so
+    for slug in slugs:
+        ev = json.loads(next(out.glob(f"runs/*/{slug}/seed0/eval.json")).read_text())["metrics"]
+        at = next(r for r in PC.read_rows("invariance", slug) if r["steps"] == e["steps"])
+        assert ev["steps"] == e["steps"] and ev["avg_acc"] == pytest.approx(at["avg_acc"], rel=1e-9, abs=1e-12), (slug, ev, at)
+    assert any(n.startswith("Seed 0 of ") for n in m["notes"]) and "learning curve" in (out / "report.md").read_text()
     assert C.run_stage("cpu-invariance-midpoint", C.Clock(1e9)) == "ok"          # the sensitivity: its own folder and label
     assert "Sensitivity (ours)" in (tiny / "reports" / "invariance-cpu-midpoint" / "report.md").read_text()
 

@@ -25,7 +25,9 @@ Stages:
 - `precision-check`: benchmarks/bench_precision.py (bf16 against fp32 over seeds).
 - `curves-<paper>` then `cpu-<paper>`, paper by paper: the headline rows' learning curves (tools/paper_curves.py), which
   fix the `cpu` scale's length, then `disentbook reproduce <paper> --scale cpu` into `reports/<paper>-cpu` (its runs'
-  checkpoints stay in the report's `runs/`, ignored by git; a cut-short call resumes them).
+  checkpoints stay in the report's `runs/`, ignored by git; a cut-short call resumes them). The curve of a row is its
+  seed-0 run: the curve keeps its checkpoint at every measured length, and the reproduction resumes seed 0 from the one
+  at its length instead of training it again (the report says so, with the curve's training time).
 - `cpu-invariance-midpoint`: the invariance cpu reproduction again with the second test palette (`-o palette=midpoint`,
   declared by a rule before it ran), a sensitivity of the package's own, into `reports/invariance-cpu-midpoint`.
 - `gpu-contact`, `gpu-tests`, `gpu-bench`, `gpu-<paper>`, `gpu-pretrained`: the GPU stages, run on a machine with a CUDA GPU by
@@ -193,13 +195,14 @@ def stage_cpu(paper: str, clock: Clock, options: dict | None = None, suffix: str
     from disentbook.repro import harness as H
     left = clock.left() - CPU_MARGIN
     if left < CPU_MIN: return "partial"
+    out = Path(str(reports_dir(paper)) + suffix)
+    seed_from_curves(paper, out, options or {})
     timer = threading.current_thread() is threading.main_thread()
     def out_of_budget(*_): raise OutOfBudget()
     old = signal.signal(signal.SIGALRM, out_of_budget) if timer else None
     if timer: signal.setitimer(signal.ITIMER_REAL, left)
     try:
-        H.reproduce(H.PAPERS[paper], scale="cpu", out_dir=Path(str(reports_dir(paper)) + suffix), device="cpu", resume=True,
-                    **(options or {}))
+        H.reproduce(H.PAPERS[paper], scale="cpu", out_dir=out, device="cpu", resume=True, **(options or {}))
     except OutOfBudget:
         print(f"cpu-{paper}: the budget ran out; the next call goes on from the runs' checkpoints", flush=True)
         return "partial"
@@ -207,7 +210,54 @@ def stage_cpu(paper: str, clock: Clock, options: dict | None = None, suffix: str
         raise CampaignError(str(e)) from None
     finally:
         if timer: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
+    seeded = {f.parent.parent.name: json.loads(f.read_text())["seconds"] for f in sorted(out.glob(f"runs/*/*/seed0/{FROM_CURVE}"))}
+    if seeded: note_seeded(paper, out, seeded)
     return "ok"
+
+
+FROM_CURVE = "from_curve.json"        # beside a seed-0 run copied from its learning curve: the curve's training seconds
+
+
+def seed_from_curves(paper: str, out: Path, options: dict) -> dict:
+    """Seed 0 of each headline row is the run its learning curve trained (the same settings, data and seed, weights equal
+    to a straight run of that length): where the curve kept its checkpoint at the cpu scale's length and the report has
+    no seed-0 run of that row yet, copy it in, so the reproduction resumes it at its last step instead of training it
+    again (a `FROM_CURVE` file beside it says so). Not for sensitivity runs (other options, other data). Returns
+    {slug: seconds of its curve's training} of the runs copied now."""
+    import shutil
+    import paper_curves as PC
+    from disentbook.repro import harness as H
+    if options: return {}
+    p = H.PAPERS[paper]
+    steps = H.scale_config(p, "cpu")["train"]["steps"]
+    table_name, slugs = PC.headline(paper)
+    opts = {**H.HARNESS_OPTIONS, **p.options, "scale": "cpu"}
+    ds = next(t for t in p.tables if t.name == table_name).dataset_name(opts)
+    got = {}
+    for slug in slugs:
+        src = PC.kept_checkpoint(paper, slug, steps)
+        dst = H.run_dir(out, ds, dict(slug=slug), 0)
+        if src is None or (dst / "eval.json").exists() or (dst / "train").exists(): continue
+        shutil.copytree(src, dst / "train" / "checkpoint")
+        row = next((r for r in PC.read_rows(paper, slug) if r["steps"] == steps), {})
+        got[slug] = float(row.get("train_seconds", float("nan")))
+        (dst / FROM_CURVE).write_text(json.dumps(dict(seconds=got[slug], steps=steps, source=f"curves-{paper}")) + "\n")
+        print(f"cpu-{paper}: {slug} seed 0 resumes its learning-curve run at {steps:,} steps", flush=True)
+    return got
+
+
+def note_seeded(paper: str, out: Path, seeded: dict):
+    "Say in the report (its metrics.json notes, then a re-judge that rewrites report.md) which seed-0 runs came from the curves."
+    from disentbook.repro import harness as H
+    f = out / "metrics.json"
+    m = json.loads(f.read_text())
+    note = ("Seed 0 of " + ", ".join(sorted(seeded)) + " is the run that measured its learning curve (tools/campaign.py "
+            f"curves-{paper}: the same settings, data and seed, resumed here from its checkpoint at this length); its "
+            "training time, measured along the curve (" + ", ".join(f"{s}: {v:.0f} s" for s, v in sorted(seeded.items()))
+            + "), is not in the wall times above.")
+    m["notes"] = [n for n in m.get("notes", []) if not n.startswith("Seed 0 of ")] + [note]
+    f.write_text(json.dumps(m, indent=1) + "\n")
+    H.rejudge(H.PAPERS[paper], out)
 
 
 # each paper: its headline rows along one run each (tools/paper_curves.py), the lengths of its `cpu` scale; then its `cpu`

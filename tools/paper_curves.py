@@ -118,6 +118,7 @@ def row_curve(paper_name: str, slug: str, clock, lengths=None) -> bool:
             (out_dir(paper_name) / slug / "seconds.json").write_text(json.dumps(dict(
                 seconds=sec["seconds"] + dt, cpu_seconds=sec["cpu_seconds"] + time.process_time() - c0, step=trainer.step)))
             campaign._progress(f"{paper_name}/{slug}", trainer.step, dt, n)
+        trainer.save(keep=True)         # kept at every measured length: the cpu reproduction's seed 0 resumes from it
         rng = torch.get_rng_state()
         t0 = time.monotonic()
         try:
@@ -133,6 +134,12 @@ def row_curve(paper_name: str, slug: str, clock, lengths=None) -> bool:
               flush=True)
         write_files(paper_name)
     return True
+
+
+def kept_checkpoint(paper: str, slug: str, steps: int) -> Path | None:
+    "The curve run of headline row `slug` at exactly `steps` (kept when it was measured there), or None."
+    p = out_dir(paper) / slug / "run" / f"step_{int(steps):07d}"
+    return p if (p / "config.json").is_file() else None
 
 
 def _seconds(paper: str, slug: str) -> dict:
