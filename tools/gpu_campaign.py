@@ -433,11 +433,12 @@ def main(argv=None) -> int:
             return 0
         if a.device.startswith("cpu") and not a.tiny:
             raise CampaignError("--device cpu runs the campaign's tiny rehearsal only: add --tiny (a CPU cannot train the gpu scale)")
-        todo = [a.stage] if a.stage else [s for s in STAGES if a.redo or not done(a.results, s, a.ledger)]
+        ledger = None if a.tiny else a.ledger          # a rehearsal rehearses every stage, whatever landed from a GPU
+        todo = [a.stage] if a.stage else [s for s in STAGES if a.redo or not done(a.results, s, ledger)]
         if a.next: todo = todo[:1]
         elif not (a.stage or a.all):
             raise CampaignError("say what to run: --stage NAME, --next or --all (--list shows the stages)")
-        if a.stage and done(a.results, a.stage, a.ledger) and not a.redo:
+        if a.stage and done(a.results, a.stage, ledger) and not a.redo:
             where = archive_path(a.results, a.stage) if done(a.results, a.stage) else f"landed earlier: {a.ledger}"
             print(f"stage {a.stage} is done ({where}); --redo runs it again"); return 0
         bad = 0
