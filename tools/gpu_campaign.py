@@ -249,11 +249,13 @@ def collect_report(out: Path, name: str, device: str) -> dict:
         if rel in ("metrics.json", "table.csv") or (p.suffix == ".png" and "/" not in rel) or \
            (rel.startswith("runs/") and p.name in ("eval.json", "settings.json", "history.csv", "losses.png")):
             files[f"{name}/{rel}"] = p.read_bytes()
-    rep = out / "report.md"
-    if rep.exists():
-        files[f"{name}/report.md"] = (f"Measured on: {device}; tools/gpu_campaign.py stage {name!r}, "
-                                      f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.\n\n"
-                                      + rep.read_text()).encode()
+    rep, said = out / "report.md", (f"Measured on: {device}; tools/gpu_campaign.py stage {name!r}, "
+                                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.")
+    if rep.exists(): files[f"{name}/report.md"] = (said + "\n\n" + rep.read_text()).encode()
+    if f"{name}/metrics.json" in files:           # also among its notes, which a later re-judge keeps in the report
+        m = json.loads(files[f"{name}/metrics.json"])
+        m["notes"] = [said] + [n for n in m.get("notes", []) if not str(n).startswith("Measured on: ")]
+        files[f"{name}/metrics.json"] = (json.dumps(m, indent=1) + "\n").encode()
     return files
 
 
