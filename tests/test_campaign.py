@@ -60,6 +60,7 @@ def test_tiny_campaign_bench_paper_pretrained(capsys, tmp_path):
     assert {r.get("planned_mode") for r in table["rows"] if r.get("engine_mode") == "eager"} >= {"captured_single"}
     vae = G.read_archive(res / "vae.tar.gz")
     assert vae["vae/report.md"].decode().startswith("Measured on: cpu")
+    assert json.loads(vae["vae/metrics.json"])["notes"][0].startswith("Measured on: cpu")     # kept by a re-judge
     assert any(k.endswith("/eval.json") for k in vae) and any(k.endswith("history.csv") for k in vae)
     assert not any(k.endswith(".pt") for k in vae)                                       # no checkpoint travels
     log = vae["vae/log.txt"].decode()
