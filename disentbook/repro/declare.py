@@ -4,7 +4,7 @@
 
 # %% ../../nbs/08e_declare.ipynb #67efce70
 from __future__ import annotations
-import dataclasses, json, re
+import dataclasses, json, math, re
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +27,16 @@ class Metric:
     log: bool = False                           # a positive ratio: claims compare it on the log scale (geometric means)
     bounds: tuple | None = (0.0, 1.0)           # (lo, hi) of its values, None on an unbounded side: accuracies and scores
                                                 # (0, 1), percentages (0, 100), errors (0, None), differences (None, None)
+
+    def __post_init__(self):
+        b = self.bounds
+        if b is None: return
+        num = lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+        if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(map(num, b)) and
+                (b[0] is None or b[1] is None or b[0] < b[1])):
+            raise InputError(f"Metric {self.key!r}: bounds must be (lo, hi) with lo < hi and None on an unbounded side, "
+                             f"got {b!r}")
+        self.bounds = tuple(None if v is None else float(v) for v in b)
 
     def floor(self) -> float:
         "The floor on a seed standard deviation: `resolution`, else one unit of the format's last decimal ('{:.3f}': 0.001)."
