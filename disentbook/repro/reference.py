@@ -20,11 +20,13 @@ __all__ = ['UNTRAINED', 'REFERENCE_ALPHA', 'PIXELS', 'PIXEL_ROW', 'untrained_gat
 UNTRAINED = "untrained:"        # a gate's `ref` naming the untrained network's value of a metric
 REFERENCE_ALPHA = 0.01          # the level of a reference gate
 
+def _reference_gate(kind: str, metric: str, op: str, margin: float, text: str, rows, resolution: float) -> Gate:
+    return Gate(metric, op, kind + metric, text, rows=rows, resolution=resolution, margin=float(margin), alpha=REFERENCE_ALPHA)
+
 def untrained_gate(metric: str, op: str, margin: float, text: str, rows: tuple | None = None,
                    resolution: float = 0.0) -> Gate:
     "A gate: `metric` beats the same architecture untrained (same seed) by `margin`, at p < `REFERENCE_ALPHA`."
-    return Gate(metric, op, UNTRAINED + metric, text, rows=rows, resolution=resolution, margin=float(margin),
-                alpha=REFERENCE_ALPHA)
+    return _reference_gate(UNTRAINED, metric, op, margin, text, rows, resolution)
 
 def reference_metrics(gates, kind: str = UNTRAINED) -> list[str]:
     "The metrics whose reference values of `kind` (`UNTRAINED` or `PIXELS`) `gates` need."
@@ -36,8 +38,7 @@ PIXEL_ROW = "(raw pixels)"      # where a table's raw-pixel values are kept in `
 def pixel_gate(metric: str, op: str, margin: float, text: str, rows: tuple | None = None, resolution: float = 0.0) -> Gate:
     """A gate: `metric` beats the paper's own evaluation applied to the raw pixels (the same held-out data, the same seed) by
     `margin`, at p < `REFERENCE_ALPHA`; the paper computes it with `Paper.pixels`."""
-    return Gate(metric, op, PIXELS + metric, text, rows=rows, resolution=resolution, margin=float(margin),
-                alpha=REFERENCE_ALPHA)
+    return _reference_gate(PIXELS, metric, op, margin, text, rows, resolution)
 
 # %% ../../nbs/08j_reference.ipynb #71afcedd
 def _key(model, spec: dict, seed: int) -> str:
