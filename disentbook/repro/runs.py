@@ -214,9 +214,9 @@ def _family(model_config: dict, objective) -> str:
 
 def _probe(paper, cfg, data, model_config, members: list[dict], train: TrainConfig) -> tuple[dict, object]:
     "`engine.step_support` of the first member on the CPU (batch <= 8), varying the float hyper-parameters the members differ in."
-    from disentbook.engine import build_run
+    from disentbook.capture import _quiet_rng
+    from disentbook.ensemble import build_run
     cpu = torch.device("cpu")
-    from disentbook.engine import _quiet_rng
     with _quiet_rng():
         objs = [make_objective(m["objective"], **m["params"]) for m in members]
         vary = [n for n, v in vars(objs[0]).items() if isinstance(v, float) and not n.startswith("_")
