@@ -4,19 +4,32 @@
 
 # %% ../nbs/90_cli.ipynb #a1eb5214
 from __future__ import annotations
-import argparse, contextlib, dataclasses, functools, inspect, json, math, os, shutil, sys, time
+import argparse, inspect, json, math, shutil, sys, time
 from pathlib import Path
 from typing import Callable
 
 from .core import REPRODUCTIONS, SCALES, DisentbookError, InputError, make_generator
+import torch
+from .objectives.base import make_objective
+from .train import PRECISION_CHOICES, load_model, read_checkpoint_config
+# the jobs behind `train` and `evaluate` (module `jobs`), re-exported: `disentbook.cli.train_job` is what a card's command runs
+from .jobs import (DEFAULT_BATCH_SIZE, DEFAULT_LR, GROUND_TRUTH_METRICS, LOCK_NAME, RUN_FILES, TRAINING_SETS,
+                             TrainingSet, build_dataset, build_model_for, check_method_dataset, clear_run, image_shape,
+                             make_sampler, metrics_table, probe_features, refuse_existing, resolve_device, run_contents,
+                             run_lock, run_metrics, train_job, _write_json)
+_all_ = ["DEFAULT_BATCH_SIZE", "DEFAULT_LR", "GROUND_TRUTH_METRICS", "LOCK_NAME", "RUN_FILES", "TRAINING_SETS", "TrainingSet",
+         "build_dataset", "build_model_for", "check_method_dataset", "clear_run", "image_shape", "make_sampler",
+         "metrics_table", "probe_features", "refuse_existing", "resolve_device", "run_contents", "run_lock", "run_metrics",
+         "train_job"]
+
 
 # %% auto #0
-__all__ = ['LOCK_NAME', 'RUN_FILES', 'CLAIMS_START', 'CLAIMS_END', 'PROCEDURAL', 'TRAINING_SETS', 'GROUND_TRUTH_METRICS',
-           'DEFAULT_BATCH_SIZE', 'DEFAULT_LR', 'parse_params', 'int_at_least', 'positive_float', 'resolve_device',
-           'run_lock', 'run_contents', 'refuse_existing', 'clear_run', 'cmd_reproduce', 'cmd_claims', 'cmd_methods',
-           'cmd_pretrained', 'cmd_data', 'TrainingSet', 'check_method_dataset', 'build_dataset', 'image_shape',
-           'make_sampler', 'build_model_for', 'probe_features', 'run_metrics', 'metrics_table', 'train_job',
-           'cmd_train', 'cmd_evaluate', 'cmd_student_edition', 'build_parser', 'main']
+__all__ = ['CLAIMS_START', 'CLAIMS_END', 'PROCEDURAL', 'parse_params', 'int_at_least', 'positive_float', 'cmd_reproduce',
+           'cmd_claims', 'cmd_methods', 'cmd_pretrained', 'cmd_data', 'cmd_train', 'cmd_evaluate',
+           'cmd_student_edition', 'build_parser', 'main', 'DEFAULT_BATCH_SIZE', 'DEFAULT_LR', 'GROUND_TRUTH_METRICS',
+           'LOCK_NAME', 'RUN_FILES', 'TRAINING_SETS', 'TrainingSet', 'build_dataset', 'build_model_for',
+           'check_method_dataset', 'clear_run', 'image_shape', 'make_sampler', 'metrics_table', 'probe_features',
+           'refuse_existing', 'resolve_device', 'run_contents', 'run_lock', 'run_metrics', 'train_job']
 
 # %% ../nbs/90_cli.ipynb #37a9b090
 def parse_params(items: list[str] | None) -> dict:
@@ -45,79 +58,6 @@ def positive_float(s: str) -> float:
     if not (math.isfinite(v) and v > 0): raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {s!r}")
     return v
 
-def resolve_device(name: str | None):
-    "The torch device `name` (None: CUDA, else MPS, else CPU), checked to exist on this machine; a one-line error otherwise."
-    import torch
-    from disentbook.core import default_device
-    if name is None: return default_device()
-    try: dev = torch.device(name)
-    except (RuntimeError, ValueError, TypeError):
-        raise InputError(f"--device: expected cpu, cuda, cuda:N or mps, got {name!r}") from None
-    if dev.type not in ("cpu", "cuda", "mps"): raise InputError(f"--device: expected cpu, cuda, cuda:N or mps, got {name!r}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise InputError(f"--device {name}: CUDA is not available on this machine (torch.cuda.is_available() is False); use --device cpu")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise InputError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s) (cuda:0 .. cuda:{torch.cuda.device_count() - 1})")
-    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise InputError(f"--device {name}: Apple MPS is not available on this machine; use --device cpu")
-    return dev
-
-# %% ../nbs/90_cli.ipynb #7cd7bd86
-LOCK_NAME = ".disentbook.lock"
-RUN_FILES = ("checkpoint", "history.csv", "run.json", "metrics.json", "reconstructions.png", "traversals.png", "losses.png")
-
-def _alive(pid: int) -> bool:
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except PermissionError: return True
-    return True
-
-@contextlib.contextmanager
-def run_lock(out: Path):
-    "Hold `out/.disentbook.lock` (holding this process's pid) while the block runs; a live holder is an error, a dead one's lock is taken over."
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file; expected a directory for the run (a new path, or an existing run)")
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    lock, fd = out / LOCK_NAME, None
-    for _ in range(3):
-        try: fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644); break
-        except FileExistsError:
-            try: pid = int(lock.read_text().strip() or 0)
-            except (OSError, ValueError): pid = 0
-            if pid and _alive(pid):
-                raise InputError(f"{out} is in use by another disentbook process (pid {pid}; lock file {lock}); "
-                                 "wait for it to finish or choose another --out") from None
-            lock.unlink(missing_ok=True)                 # stale: the process that held it is gone
-    if fd is None: raise InputError(f"could not take the lock {lock}; another process keeps creating it")
-    with os.fdopen(fd, "w") as f: f.write(f"{os.getpid()}\n")
-    ok = False
-    try:
-        yield out
-        ok = True
-    finally:
-        lock.unlink(missing_ok=True)
-        if not ok and created and out.is_dir() and not any(out.iterdir()): out.rmdir()
-
-def run_contents(out: Path) -> list[str]:
-    "What a run directory holds (the lock file left out)."
-    return sorted(p.name + ("/" if p.is_dir() else "") for p in Path(out).iterdir() if p.name != LOCK_NAME)
-
-def refuse_existing(out: Path, what: str = "run", resume_hint: str = "--resume continues it"):
-    "An `InputError` saying what `out` already holds and how to go on, if it holds anything."
-    there = run_contents(out)
-    if there:
-        shown = ", ".join(there[:6]) + (f", ... ({len(there)} entries)" if len(there) > 6 else "")
-        raise InputError(f"{out} already holds a {what} ({shown}); {resume_hint}, --overwrite replaces it, "
-                         "or choose another --out")
-
-def clear_run(out: Path):
-    "Remove the files a previous `train` wrote into `out` (checkpoints, history, figures, metrics); other files stay."
-    for p in Path(out).iterdir():
-        if p.name in RUN_FILES or p.name.startswith("step_") or p.name.startswith(".checkpoint."):
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 # %% ../nbs/90_cli.ipynb #7d393590
 def cmd_reproduce(args):
@@ -248,255 +188,6 @@ def cmd_data(args):
     paths = registry.prepare(args.name, download=not args.no_download)
     print(f"{args.name} ready: {paths}")
     return 0
-
-# %% ../nbs/90_cli.ipynb #60f0c04a
-import numpy as np
-import torch
-from .core import Registry, seed_everything
-from .data.base import GroundTruthData, LabelledImages
-from .data.dsprites import DSprites
-from .data.digits import load_digits
-from .data.grassy import ContrastiveData, make_grassy_mnist
-from .data.samplers import SingleSampler, TargetBackgroundSampler
-from .nets import VAE
-from .objectives.base import OBJECTIVES, SAMPLERS, check_params, default_dataset, make_objective
-from .objectives.contrastive import ContrastiveVAE
-from .objectives.refvae import RefVAE
-from .data.digit_style import DigitStyle, ReferenceSampler, make_digit_style
-from .data.colored_mnist import ColoredMNIST, PairSampler
-from .train import PRECISION_CHOICES, TrainConfig, Trainer, load_model, read_checkpoint_config
-from .eval.viz import history_figure, reconstruction_figure, save_figure, traversal_figure
-
-@dataclasses.dataclass
-class TrainingSet:
-    "A dataset `disentbook train` can use: how to build it, the batches it gives (a sampler kind), one line of help."
-    build: Callable
-    sampler: str
-    help: str
-
-TRAINING_SETS = Registry("dataset")
-TRAINING_SETS.update(
-    dsprites=TrainingSet(DSprites, "single", "dSprites 64x64 (procedural unless the official file is present); metrics MIG, DCI, FactorVAE score"),
-    digits=TrainingSet(load_digits, "single", "digits 28x28 (MNIST when present, else the embedded set); metrics linear probe, reconstruction"),
-    grassy=TrainingSet(functools.partial(make_grassy_mnist, "linear"), "target_background",
-                       "linear Grassy-MNIST (Eq. 10): digits on grass vs grass; metrics clustering accuracy / silhouette of z and s"),
-    grassy_nl=TrainingSet(functools.partial(make_grassy_mnist, "nonlinear"), "target_background",
-                          "non-linear Grassy-MNIST (Eq. 11); metrics as grassy"),
-    digit_style=TrainingSet(functools.partial(make_digit_style, size=28), "reference",
-                            "MNIST digit style (reference-based VAEs): edge-detected references vs digits of random stroke "
-                            "width, colour and scale; metrics: linear probes of the style (MAE) from the codes"),
-    colored_mnist=TrainingSet(ColoredMNIST, "pair", "Colored-MNIST on real digits, pairs of one class changing k known "
-                              "nuisances (weak supervision); metrics: average and worst-group accuracy of a linear class "
-                              "probe on the code, tested on the test split (new digits, colours and backgrounds)"),
-    rotated_colored_mnist=TrainingSet(functools.partial(ColoredMNIST, rotation=True), "pair",
-                                      "Rotation-Colored-MNIST; pairs and metrics as colored_mnist"))
-
-def check_method_dataset(method: str, dataset: str):
-    "A one-line error unless `dataset` gives the batches `method` trains on."
-    cls, ts = OBJECTIVES[method], TRAINING_SETS[dataset]
-    if cls.sampler != ts.sampler:
-        fits = [n for n, t in TRAINING_SETS.items() if t.sampler == cls.sampler]
-        raise InputError(f"method {method!r} trains on {SAMPLERS[cls.sampler]} (sampler {cls.sampler!r}) but dataset "
-                         f"{dataset!r} gives {ts.sampler!r} batches; datasets that fit {method}: "
-                         f"{', '.join(fits) or 'none yet in `disentbook train`'}")
-
-def build_dataset(dataset: str, data_params: dict | None = None):
-    "The training set `dataset` built with `data_params` (checked against its builder's arguments)."
-    ts, kw = TRAINING_SETS[dataset], dict(data_params or {})
-    sig = inspect.signature(ts.build)
-    unknown = sorted(set(kw) - set(sig.parameters))
-    if unknown: raise InputError(f"dataset {dataset!r} has no option {', '.join(unknown)}; valid: {', '.join(sig.parameters)}")
-    return ts.build(**kw)
-
-def image_shape(data) -> tuple:
-    "(C, H, W) of the images of `data` (ground truth, labelled images or a target/background pair)."
-    if isinstance(data, ContrastiveData): data = data.target
-    if isinstance(data, DigitStyle): data = data.unlabelled
-    if isinstance(data, GroundTruthData): return tuple(data.observation_shape)
-    return tuple(data.images.shape[1:])
-
-def make_sampler(data, kind: str, device, materialize: bool):
-    "The sampler of kind `kind` on `data`."
-    if kind == "single": return SingleSampler(data, device=device, materialize=materialize)
-    if kind == "target_background":
-        return TargetBackgroundSampler(data.target, data.background, device=device, materialize=materialize)
-    if kind == "reference": return ReferenceSampler(data.reference, data.unlabelled, device=device)
-    if kind == "pair": return PairSampler(data, k=1, device=device, materialize=materialize)
-    raise InputError(f"`disentbook train` has no {kind!r} sampler yet ({SAMPLERS.get(kind, kind)})")
-
-def build_model_for(kind: str, shape: tuple, latent_dim: int = 10, z_dim: int = 16, s_dim: int = 8,
-                    likelihood: str = "bernoulli", hidden: int = 256):
-    "The model a method declares (`model_kind`), sized for images of `shape`."
-    c, h, _ = shape
-    if kind == "vae": return VAE(image_size=h, channels=c, latent_dim=latent_dim, likelihood=likelihood, hidden=hidden)
-    if kind == "contrastive_vae":
-        return ContrastiveVAE(image_size=h, channels=c, z_dim=z_dim, s_dim=s_dim, likelihood=likelihood, hidden=hidden)
-    if kind == "ref_vae":        # the paper's Laplace likelihood; --s-dim sizes the reference-specific latents e
-        return RefVAE(image_size=h, channels=c, z_dim=z_dim, e_dim=s_dim, likelihood="laplace", scale=0.5, hidden=hidden)
-    raise InputError(f"`disentbook train` cannot build a {kind!r} model yet; it builds: vae, contrastive_vae, ref_vae")
-
-# %% ../nbs/90_cli.ipynb #164daa05
-@torch.no_grad()
-def _codes(model, x, batch_size: int = 256, features=None):
-    "Encoder means of `x` (numpy), through `features` (e.g. an objective's `classifier_input`) when given."
-    dev, f = model.device, features or (lambda mu: mu)
-    return torch.cat([f(model.encode(x[i:i + batch_size].to(dev))[0].float()).cpu() for i in range(0, len(x), batch_size)]).numpy()
-
-def probe_features(objective):
-    """What a class probe reads for runs of `objective`: its `classifier_input` (the predictive block z_p of Ours and UAI,
-    the code without the condition slots of VFAE and CVIB), else the whole code (None)."""
-    return getattr(objective, "classifier_input", None)
-
-GROUND_TRUTH_METRICS = ("mig", "dci", "factor_vae")    # what `train` / `evaluate` report on a ground-truth set (dSprites)
-
-def run_metrics(model, data, num_points: int = 2000, seed: int = 0, features=None) -> list[dict]:
-    """The paper metrics for `data`, through `eval`, with small sample counts: MIG, DCI and the FactorVAE score on ground
-    truth (dSprites); a linear probe and the reconstruction error on labelled digits; clustering accuracy and silhouette
-    of z and s (k-means on the codes, no t-SNE) on a target/background pair; the mean absolute error of linear probes of
-    the style on digit style; the average and worst-group accuracy of a linear class probe on Colored-MNIST (trained on
-    the training set, tested on the test split; on `features` of the code, the objective's `probe_features`, as the
-    reproduction reads it). Rows: metric, quantity, split, value, n."""
-    from disentbook.eval import protocols, scores
-    model.eval(); g = make_generator(seed)
-    if isinstance(data, ColoredMNIST):      # the invariance paper's Table 1 protocol, on the code the objective classifies
-        from sklearn.linear_model import LogisticRegression
-        from disentbook.data.colored_mnist import class_labels, group_ids
-        test = ColoredMNIST(split="test", rotation=data.rotation, angles=None)
-        x, f = data.sample(max(20, int(num_points)), g)
-        xt, ft = test.sample(max(10, int(num_points) // 2), make_generator(seed + 1))
-        z, zt = _codes(model, x, features=features), _codes(model, xt, features=features)
-        m, sd = z.mean(0), z.std(0) + 1e-8
-        clf = LogisticRegression(max_iter=2000).fit((z - m) / sd, class_labels(data, f).numpy())
-        r = protocols.group_accuracy(class_labels(test, ft).numpy(), clf.predict((zt - m) / sd), group_ids(test, ft).numpy())
-        return [dict(metric="class_probe", quantity=q, split="test", value=float(r[k]), n=len(xt))
-                for q, k in (("average_accuracy", "average"), ("worst_group_accuracy", "worst"))]
-    if isinstance(data, GroundTruthData):
-        n = int(num_points)
-        df = scores.evaluate(model, data, metrics=GROUND_TRUTH_METRICS, seed=seed, num_points=n, num_test=max(2, n // 2),
-                             score_kwargs=dict(batch_size=32, num_train=max(20, n // 10), num_eval=max(10, n // 20),
-                                               num_variance_estimate=n))
-        return [dict(metric=r.metric, quantity=r.quantity, split=r.split, value=float(r.value), n=int(r.n))
-                for r in df.itertuples() if r.metric != "encode"]
-    if isinstance(data, LabelledImages):
-        idx = torch.randperm(len(data), generator=g)[:num_points]
-        x, y = data.images[idx], data.labels[idx].numpy()
-        codes, h = _codes(model, x), len(idx) // 2
-        probe = protocols.linear_probe_classification(codes[:h], y[:h], codes[h:], y[h:])
-        with torch.no_grad(): rec = torch.cat([model.reconstruct(x[i:i + 256]).cpu() for i in range(0, len(x), 256)])
-        err = protocols.reconstruction_error_per_pixel(x, rec)
-        return [dict(metric="linear_probe", quantity="accuracy", split="test", value=probe["accuracy"], n=len(idx) - h),
-                dict(metric="reconstruction", quantity="mse_per_pixel", split="all", value=err, n=len(idx))]
-    if isinstance(data, DigitStyle):        # the paper's protocol: linear probes of the style from the codes
-        tr, te = data.probe_train, data.probe_test
-        itr, ite = (torch.randperm(len(d), generator=g)[:max(2, num_points // 2)] for d in (tr, te))
-        r = protocols.ridge_probe_regression(_codes(model, tr.images[itr]), tr.style[itr].numpy(),
-                                             _codes(model, te.images[ite]), te.style[ite].numpy())
-        return [dict(metric="style_probe", quantity=q, split="test", value=float(np.mean(r[k])), n=len(ite))
-                for q, k in (("mae", "mean_mae"), ("mean_predictor_mae", "mean_predictor_mae"))]
-    if isinstance(data, ContrastiveData):
-        t = data.target
-        idx = torch.randperm(len(t), generator=g)[:num_points]
-        z, s = model.split(torch.as_tensor(_codes(model, t.images[idx])))
-        rows = []
-        for name, c in (("z", z), ("s", s)):
-            r = protocols.clustering_scores(c.numpy(), t.labels[idx].numpy(), seed=seed, tsne=False)
-            rows += [dict(metric=f"clustering_{name}", quantity=q, split="target", value=float(r[k]), n=len(idx))
-                     for q, k in (("accuracy", "clustering_accuracy"), ("silhouette", "silhouette"))]
-        return rows
-    raise InputError(f"no metrics for data of type {type(data).__name__}")
-
-def metrics_table(rows: list[dict]) -> str:
-    "The metric rows as a markdown table."
-    lines = ["| metric | quantity | split | value | n |", "|---|---|---|---|---|"]
-    lines += [f"| {r['metric']} | {r['quantity']} | {r['split']} | {r['value']:.4f} | {r['n']} |" for r in rows]
-    return "\n".join(lines)
-
-# %% ../nbs/90_cli.ipynb #2efa8d64
-DEFAULT_BATCH_SIZE, DEFAULT_LR = 64, 5e-4
-
-def _write_json(obj, path):
-    from disentbook.core import write_json
-    write_json(obj, path)
-
-def _resume_check(out: Path, method: str, dataset: str, steps: int, batch_size, lr, precision=None) -> tuple[int, float]:
-    """The checkpoint's batch size and lr. `--resume` continues a run with its own settings: a different --lr,
-    --batch-size or --precision, method or dataset, or no step left to train is a one-line error showing both values."""
-    ckpt = out / "checkpoint"
-    cfg = read_checkpoint_config(ckpt)
-    saved = cfg["train"]
-    for flag, key, given in (("--lr", "lr", lr), ("--batch-size", "batch_size", batch_size)):
-        if given is not None and given != saved[key]:
-            raise InputError(f"{flag} {given:g} differs from the checkpoint's {key} {saved[key]:g} ({ckpt}); --resume continues "
-                             f"a run with its own settings: leave out {flag}, or start a new run (another --out, or --overwrite)")
-    saved_prec = saved.get("precision", "auto") if saved.get("amp", True) else "fp32"
-    if precision is not None and precision != saved_prec:
-        raise InputError(f"--precision {precision} differs from the checkpoint's {saved_prec} ({ckpt}); --resume continues a "
-                         "run with its own settings: leave out --precision, or start a new run (another --out, or --overwrite)")
-    if (out / "run.json").is_file():
-        prev = json.loads((out / "run.json").read_text())
-        for key, given in (("method", method), ("dataset", dataset)):
-            if prev.get(key) != given:
-                raise InputError(f"--{key} {given} differs from the run's {key} {prev.get(key)} ({out / 'run.json'}); "
-                                 "resume with the same one, or start a new run")
-    if steps <= cfg["step"]:
-        raise InputError(f"--steps {steps} is not more than the {cfg['step']} steps the checkpoint has done; --steps is the "
-                         "total: pass a larger value to continue")
-    return saved["batch_size"], saved["lr"]
-
-def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict | None = None, steps: int = 1000,
-              batch_size: int | None = None, lr: float | None = None, latent_dim: int | None = None, likelihood: str = "bernoulli",
-              out_dir="results/train", device=None, seed: int = 0, resume: bool = False, overwrite: bool = False,
-              z_dim: int = 16, s_dim: int = 8, hidden: int = 256, data_params: dict | None = None, evaluate: bool = True,
-              eval_points: int = 2000, threads: int | None = None, precision: str | None = None,
-              ckpt_every: int | None = None) -> dict:
-    """Train objective `method` on `dataset` with the model it declares; write `out_dir/checkpoint/`, history, figures,
-    `run.json` and `metrics.json` (the paper metrics for the dataset). Every input is checked before any data work.
-    `dataset=None`: the method's own (`objectives.base.default_dataset`); `latent_dim=None`: its `default_latent_dim`;
-    `precision=None`: 'auto' (bf16 where the device has it natively; with `resume`, the checkpoint's); `ckpt_every=None`:
-    a checkpoint every tenth of the run, at most every 2,000 steps (a killed run resumes from there bit-exactly)."""
-    cls = OBJECTIVES[method]
-    if dataset is None: dataset = default_dataset(method)
-    if latent_dim is None: latent_dim = cls.default_latent_dim
-    check_method_dataset(method, dataset)
-    params = dict(params or {})
-    check_params(method, params)
-    dev = resolve_device(device)
-    if threads is not None: torch.set_num_threads(int(threads))
-    with run_lock(Path(out_dir)) as out:
-        if resume: batch_size, lr = _resume_check(out, method, dataset, steps, batch_size, lr, precision)
-        else:
-            clear_run(out) if overwrite else refuse_existing(out)
-            batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
-            lr = DEFAULT_LR if lr is None else lr
-        config = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed, device=str(dev), precision=precision or "auto",
-                             log_every=min(100, max(1, steps // 10)),
-                             ckpt_every=ckpt_every or min(max(steps // 10, 1), 2000))
-        seed_everything(seed)            # first: the model's and the discriminators' initial weights come from it
-        data = build_dataset(dataset, data_params)
-        model = build_model_for(cls.model_kind, image_shape(data), latent_dim, z_dim, s_dim, likelihood, hidden).to(dev)
-        objective = make_objective(method, data=data, model=model, **params)
-        # on a CPU, ground-truth sets (dSprites, Colored-MNIST) render each batch on demand: materialising Colored-MNIST's
-        # 153,000 images would cost seconds before the first step
-        sampler = make_sampler(data, TRAINING_SETS[dataset].sampler, dev,
-                               materialize=dev.type != "cpu" or not isinstance(data, GroundTruthData))
-        if resume:   # the checkpoint must match the model and objective asked for (ConfigMismatchError otherwise)
-            trainer = Trainer.resume(out / "checkpoint", sampler, model=model, objective=objective, out_dir=out, steps=steps)
-        else:
-            trainer = Trainer(model, objective, sampler, config, out_dir=out)
-            _write_json(dict(method=method, dataset=dataset, params=params, data_params=dict(data_params or {}), seed=seed,
-                             eval_points=eval_points, model=model.config, device=str(dev), precision=trainer.precision,
-                             precision_reason=trainer.precision_reason, precision_asked=config.precision,
-                             torch=torch.__version__, threads=torch.get_num_threads()), out / "run.json")
-        trainer.fit()
-        model = trainer.model
-        x = sampler.sample(min(256, batch_size * 4), make_generator(seed + 1, dev))["x"]
-        save_figure(reconstruction_figure(model, x[:32]), out / "reconstructions.png")
-        if model.config.get("encoder") == "gaussian": save_figure(traversal_figure(model, x[:1], x_kl=x), out / "traversals.png")
-        save_figure(history_figure(trainer.history, title=f"{method} on {dataset}"), out / "losses.png")
-        rows = run_metrics(model, data, eval_points, seed, probe_features(trainer.objective)) if evaluate else []
-        if rows: _write_json(dict(method=method, dataset=dataset, step=trainer.step, metrics=rows), out / "metrics.json")
-    return dict(steps=trainer.step, out_dir=str(out), history=trainer.history, metrics=rows, dataset=dataset,
-                precision=trainer.precision)
 
 # %% ../nbs/90_cli.ipynb #cbba153b
 def cmd_train(args):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import disentbook
-from disentbook import cli
+from disentbook import cli, jobs
 from disentbook.cli import main
 from conftest import cli_run
 from disentbook.core import InputError
@@ -125,7 +125,8 @@ def test_needs_are_declared_and_bound():
 @pytest.fixture
 def no_data_work(monkeypatch):
     def boom(*a, **k): raise AssertionError("data work started before the arguments were checked")
-    monkeypatch.setattr(cli, "build_dataset", boom)
+    monkeypatch.setattr(jobs, "build_dataset", boom)                  # what train_job calls
+    monkeypatch.setattr(cli, "build_dataset", boom)                   # what evaluate calls
 
 
 @pytest.mark.parametrize("argv,needles", [
