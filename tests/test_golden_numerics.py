@@ -11,6 +11,7 @@ from scipy import integrate, stats
 
 from disentbook.core import InputError, make_generator
 from disentbook.objectives import invariance as inv
+from disentbook.objectives import invariance_baselines as invb
 from disentbook.objectives.tcwae import exact_log_densities, gaussian_log_density
 from disentbook.eval.metrics import explicitness, toy_representation
 
@@ -65,14 +66,14 @@ def test_vfae_mmd_penalty_is_the_sum_over_pairs_of_groups():
         for i, u in enumerate(vals):
             for v in vals[i + 1:]:
                 total += gaussian_kernel_mmd_bruteforce(z[s[:, f] == u].numpy(), z[s[:, f] == v].numpy(), 3.0)
-    got = sum(inv.mmd_between_groups(z, s[:, f]) for f in range(2))
+    got = sum(invb.mmd_between_groups(z, s[:, f]) for f in range(2))
     assert abs(float(got) - total) < 1e-12
     # differs from the old "each value against all the rest" when a nuisance has more than 2 values
-    old = sum(inv.mmd_gaussian(z[s[:, f] == v], z[s[:, f] != v]) for f in range(2) for v in set(s[:, f].tolist()))
+    old = sum(invb.mmd_gaussian(z[s[:, f] == v], z[s[:, f] != v]) for f in range(2) for v in set(s[:, f].tolist()))
     assert abs(float(old) - total) > 1e-3
     # the objective uses it: its logged mmd term equals the pair sum on the codes it saw
     from disentbook.nets import VAE
-    obj = inv.VFAE(nuisance_sizes=(4, 4), latent_dim=16)
+    obj = invb.VFAE(nuisance_sizes=(4, 4), latent_dim=16)
     model = VAE(28, 3, 16, hidden=16)
     torch.manual_seed(0)
     x = torch.rand(6, 3, 28, 28, generator=g)
@@ -97,7 +98,7 @@ def test_mmd_u_statistic_is_unbiased_by_simulation():
     R, n, m = 40_000, 3, 5
     a = torch.randn(R, n, d, generator=g, dtype=torch.float64)
     b = torch.from_numpy(mu2) + sd2 * torch.randn(R, m, d, generator=g, dtype=torch.float64)
-    u, v = inv.mmd_gaussian(a, b, bw, unbiased=True), inv.mmd_gaussian(a, b, bw)
+    u, v = invb.mmd_gaussian(a, b, bw, unbiased=True), invb.mmd_gaussian(a, b, bw)
     se = u.std().item() / math.sqrt(R)
     assert abs(u.mean().item() - pop) < 4 * se, (u.mean().item(), pop, se)
     assert v.mean().item() - pop > 20 * se                      # the V-statistic is biased upwards at n = 3, m = 5
@@ -108,7 +109,7 @@ def test_mmd_u_statistic_is_unbiased_by_simulation():
             + sum(k(B[i], B[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
             - 2 * sum(k(A[i], B[j]) for i in range(n) for j in range(m)) / (n * m))
     assert abs(u[0].item() - want) < 1e-12
-    with pytest.raises(InputError, match="at least 2 samples"): inv.mmd_gaussian(a[0, :1], b[0], unbiased=True)
+    with pytest.raises(InputError, match="at least 2 samples"): invb.mmd_gaussian(a[0, :1], b[0], unbiased=True)
 
 
 # --- 4. explicitness: the reference (multinomial) convention by default ----------------------------------------------

@@ -9,6 +9,7 @@ from disentbook.core import InputError, make_generator
 from disentbook.eval.protocols import group_accuracy
 from disentbook.objectives.base import make_objective
 from disentbook.objectives import invariance as inv
+from disentbook.objectives import invariance_baselines as invb
 from disentbook.nets import VAE
 
 
@@ -67,10 +68,10 @@ def test_class_means_and_supcon_golden():
 def test_ada_aggregation_golden():
     m1, l1 = torch.tensor([[0.0, 1.0, 5.0]]), torch.log(torch.tensor([[1.0, 0.5, 1.0]]))
     m2, l2 = torch.tensor([[0.1, 1.0, -5.0]]), torch.log(torch.tensor([[1.0, 2.0, 1.0]]))
-    a1, al1, a2, al2, sh = inv.ada_aggregate(m1, l1, m2, l2, "gvae")
+    a1, al1, a2, al2, sh = invb.ada_aggregate(m1, l1, m2, l2, "gvae")
     assert sh.tolist() == [[True, True, False]] and a1[0, 2].item() == 5.0 and a2[0, 2].item() == -5.0
     assert al1.exp()[0, 1].item() == pytest.approx(1.25) and a1[0, 0].item() == pytest.approx(0.05)
-    b1, bl1, *_ = inv.ada_aggregate(m1, l1, m2, l2, "mlvae")
+    b1, bl1, *_ = invb.ada_aggregate(m1, l1, m2, l2, "mlvae")
     assert bl1.exp()[0, 1].item() == pytest.approx(0.4) and b1[0, 1].item() == pytest.approx(1.0)
 
 
