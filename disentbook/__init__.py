@@ -12,7 +12,7 @@ from .data import base, dsprites, digits, samplers, registry, grassy, celeba, sm
 from .data import digit_style, shapes3d, mpi3d, colored_mnist
 from . import nets
 from .objectives import base, density_ratio, vae, dipvae, tcwae, contrastive, refvae, invariance, invariance_baselines
-from . import train, capture, ensemble, engine
+from . import checkpoints, train, capture, ensemble, engine
 from .eval import metrics, scores, protocols, viz, dipvae
 from .repro import verdicts, harness, plan, vae, dipvae, tcwae, contrastive, refvae, invariance
 from .classroom import exercises, widgets

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_train.ipynb #e5a77538
 from __future__ import annotations
-import contextlib, dataclasses, functools, hashlib, io, json, math, numbers, os, re, tempfile, warnings
+import contextlib, dataclasses, functools, io, math, numbers, os, warnings
 from pathlib import Path
 from typing import Callable
 
@@ -15,13 +15,20 @@ from tqdm.auto import tqdm
 
 import sys
 from . import core
-from .core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLossError
+from .core import ConfigMismatchError, InputError, NonFiniteLossError
 from .objectives.base import Objective, make_objective
+# the checkpoint format (module `checkpoints`), re-exported: `train.load_model` and friends keep working
+from .checkpoints import (FORMAT_VERSION, READABLE_FORMATS, CheckpointNotFoundError, clean_run_dir, load_checkpoint,
+                                    load_model, read_checkpoint_config, state_path, write_checkpoint, _json_config,
+                                    _default_builder)
+_all_ = ["FORMAT_VERSION", "READABLE_FORMATS", "CheckpointNotFoundError", "clean_run_dir", "load_checkpoint", "load_model",
+         "read_checkpoint_config", "state_path", "write_checkpoint"]
+
 
 # %% auto #0
-__all__ = ['PRECISION_CHOICES', 'cpu_native_bf16', 'FORMAT_VERSION', 'READABLE_FORMATS', 'TrainConfig', 'precision_flags',
-           'resolve_precision', 'Trainer', 'CheckpointNotFoundError', 'write_checkpoint', 'clean_run_dir',
-           'read_checkpoint_config', 'state_path', 'load_checkpoint', 'load_model', 'model_spec']
+__all__ = ['PRECISION_CHOICES', 'cpu_native_bf16', 'TrainConfig', 'precision_flags', 'resolve_precision', 'Trainer', 'model_spec',
+           'FORMAT_VERSION', 'READABLE_FORMATS', 'CheckpointNotFoundError', 'clean_run_dir', 'load_checkpoint',
+           'load_model', 'read_checkpoint_config', 'state_path', 'write_checkpoint']
 
 # %% ../nbs/04_train.ipynb #c679a00a
 def _integer(v, lo: int):
@@ -100,15 +107,6 @@ def _set_trainable(params, flag: bool):
 def _detached(out: dict) -> dict:
     return {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
 
-def _json_config(obj, what: str, key: str) -> dict:
-    "`obj.config` as plain JSON (tuples become lists), or a clear error."
-    cfg = getattr(obj, "config", None)
-    if not isinstance(cfg, dict):
-        raise InputError(f"the {what} ({type(obj).__name__}) has no `config` dict; checkpoints need one "
-                         f"(JSON-able, with {key!r}) to rebuild the {what}")
-    if key not in cfg: raise InputError(f"the {what} config has no {key!r} entry: {cfg}")
-    try: return json.loads(json.dumps(cfg))
-    except (TypeError, ValueError) as e: raise InputError(f"the {what} config is not JSON-able ({e}): {cfg}") from e
 
 # %% ../nbs/04_train.ipynb #f1a9c0de
 @contextlib.contextmanager
@@ -353,130 +351,6 @@ def _check_batch(batch, sampler) -> None:
         raise InputError(f"the sampler ({who}) must return a dict of tensors, got {type(batch).__name__}")
     for k in dict.fromkeys(("x", "y", *getattr(sampler, "image_keys", ()))):
         if k in batch: core.check_images(batch[k], name=f"the first batch of {who}, entry {k!r}")
-
-# %% ../nbs/04_train.ipynb #24f752ec
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
-
-class CheckpointNotFoundError(core.DisentbookError, FileNotFoundError):
-    "There is no (complete) checkpoint directory at the given path."
-
-def _state_name(step: int, sha: str) -> str: return f"state-{int(step):07d}-{sha[:12]}.pt"
-
-def _config_sha(cfg: dict) -> str:
-    "sha256 of the canonical JSON of `cfg` without its `config_sha256` entry."
-    body = json.dumps({k: v for k, v in cfg.items() if k != "config_sha256"}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(body.encode()).hexdigest()
-
-def write_checkpoint(path: str | os.PathLike, blob: bytes, cfg: dict) -> Path:
-    """Commit the serialized state `blob` with its JSON `cfg` into the checkpoint directory `path`: state file
-    (temporary name, fsync, rename, fsync folder), then `config.json` (one atomic, durable replace: the commit),
-    then the state files no longer referenced are deleted."""
-    path = Path(path); path.mkdir(parents=True, exist_ok=True)
-    sha = hashlib.sha256(blob).hexdigest(); name = _state_name(cfg["step"], sha)
-    with core.atomic_path(path / name) as tmp: tmp.write_bytes(blob)
-    cfg = dict(cfg, format_version=FORMAT_VERSION, state_file=name, state_bytes=len(blob), state_sha256=sha)
-    cfg["config_sha256"] = _config_sha(cfg)
-    core.write_json(cfg, path / "config.json")                       # the commit
-    for p in path.iterdir():
-        if p.name != name and re.fullmatch(r"state(-\d+-[0-9a-f]{12})?\.pt", p.name): p.unlink()
-    return path
-
-def clean_run_dir(out_dir: str | os.PathLike) -> list[Path]:
-    """Remove what a crashed save left in a run folder: stale `.part` files (of dead processes) in it and in its
-    checkpoint folders, and state files no committed `config.json` names. Returns the removed paths."""
-    out_dir, removed = Path(out_dir), []
-    if not out_dir.is_dir(): return removed
-    removed += core.clean_stale_parts(out_dir)
-    for ck in [out_dir / "checkpoint", *sorted(out_dir.glob("step_*"))]:
-        if not ck.is_dir(): continue
-        removed += core.clean_stale_parts(ck)
-        try: keep = read_checkpoint_config(ck)["state_file"]
-        except core.DisentbookError: continue                       # unreadable: leave everything for inspection
-        for p in ck.glob("state*.pt"):
-            if p.name != keep: p.unlink(); removed.append(p)
-    return removed
-
-def read_checkpoint_config(path: str | os.PathLike) -> dict:
-    "The `config.json` of the checkpoint directory `path`, checked (format, own sha256, state file present)."
-    path = Path(path); f = path / "config.json"
-    if not f.is_file():
-        found = sorted(p.name for p in path.iterdir()) if path.is_dir() else "no such directory"
-        raise CheckpointNotFoundError(f"no checkpoint at {path}: expected a directory with config.json and its "
-                                      f"state file, found {found}")
-    try: cfg = json.loads(f.read_text())
-    except (ValueError, UnicodeDecodeError) as e: raise CorruptFileError(f"{f} is not valid JSON: {e}") from e
-    version = cfg.get("format_version") if isinstance(cfg, dict) else None
-    if version not in READABLE_FORMATS:
-        found = version if isinstance(cfg, dict) else type(cfg).__name__
-        raise CorruptFileError(f"{f}: expected checkpoint format_version {' or '.join(map(str, READABLE_FORMATS))}, "
-                               f"found {found!r} (written by a newer disentbook, or not a checkpoint)")
-    if version == 1: cfg["state_file"] = "state.pt"
-    elif cfg.get("config_sha256") != _config_sha(cfg):
-        raise CorruptFileError(f"{f} is corrupt or was edited: its sha256 does not match the config_sha256 it records")
-    if not (path / cfg["state_file"]).is_file():
-        raise CorruptFileError(f"the checkpoint {path} is incomplete: config.json names {cfg['state_file']}, "
-                               "which is missing")
-    return cfg
-
-def state_path(path: str | os.PathLike) -> Path:
-    "The committed state file of the checkpoint directory `path` (`state-STEP-SHA.pt`; `state.pt` in format 1)."
-    return Path(path) / read_checkpoint_config(path)["state_file"]
-
-def _read_state(path: Path, cfg: dict, map_location="cpu") -> dict:
-    f = Path(path) / cfg["state_file"]
-    blob = f.read_bytes()
-    if cfg["format_version"] >= 2:
-        if len(blob) != cfg["state_bytes"]:
-            what = "truncated" if len(blob) < cfg["state_bytes"] else "longer than written"
-            raise CorruptFileError(f"{f} is {what}: {len(blob):,} bytes, config.json records {cfg['state_bytes']:,} "
-                                   "(an interrupted copy or a full disk?)")
-        sha = hashlib.sha256(blob).hexdigest()
-        if sha != cfg["state_sha256"]:
-            raise CorruptFileError(f"{f} is corrupt: its sha256 {sha[:16]}... differs from {cfg['state_sha256'][:16]}... "
-                                   "recorded in config.json (a flipped bit or an edited file); do not use it")
-    try: state = torch.load(io.BytesIO(blob), map_location=map_location, weights_only=True)
-    except Exception as e:
-        raise CorruptFileError(f"cannot load {f} with torch.load(weights_only=True): {type(e).__name__}: {e}") from e
-    if not isinstance(state, dict) or state.get("step") != cfg["step"]:
-        raise CorruptFileError(f"{f} does not match config.json (step {cfg['step']}): the checkpoint is corrupt "
-                               "or mixes files of two checkpoints")
-    return state
-
-def _diff(saved, given, prefix="") -> list[str]:
-    "The keys whose values differ between two JSON configs, as 'key: checkpoint X, given Y' (nested keys dotted)."
-    if isinstance(saved, dict) and isinstance(given, dict):
-        return [d for k in sorted(set(saved) | set(given), key=str)
-                for d in _diff(saved.get(k, "<missing>"), given.get(k, "<missing>"), f"{prefix}{k}.")]
-    return [] if saved == given else [f"{prefix[:-1]}: checkpoint {saved!r}, given {given!r}"]
-
-def _check_same(path, what: str, saved: dict, obj, key: str):
-    diffs = _diff(saved, _json_config(obj, what, key))
-    if diffs: raise ConfigMismatchError(f"the checkpoint {path} was written for a different {what}; "
-                                        f"differing keys: {'; '.join(diffs)}")
-
-def load_checkpoint(path: str | os.PathLike, model: nn.Module | None = None, objective: Objective | None = None,
-                    map_location="cpu") -> dict:
-    "Read a checkpoint (verified, `weights_only=True`); load its weights into `model` / `objective` after checking their configs."
-    cfg = read_checkpoint_config(path)
-    if model is not None: _check_same(path, "model", cfg["model"], model, "kind")
-    if objective is not None: _check_same(path, "objective", cfg["objective"], objective, "name")
-    state = _read_state(Path(path), cfg, map_location)
-    if model is not None: model.load_state_dict(state["model"])
-    if objective is not None: objective.load_state_dict(state["objective"])
-    return dict(config=cfg, state=state)
-
-def _default_builder() -> Callable[[dict], nn.Module]:
-    from disentbook.nets import build_model
-    return build_model
-
-def load_model(path: str | os.PathLike, builder: Callable[[dict], nn.Module] | None = None,
-               device: str | torch.device | None = None) -> nn.Module:
-    "Rebuild a checkpoint's model with `builder(config)` (default `nets.build_model`), load its weights, eval mode."
-    cfg = read_checkpoint_config(path)
-    model = (builder or _default_builder())(cfg["model"])
-    load_checkpoint(path, model)
-    return model.to(core.default_device(device)).eval()
 
 # %% ../nbs/04_train.ipynb #3675066e
 def _rng_state(gen: torch.Generator) -> dict:
