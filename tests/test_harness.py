@@ -227,11 +227,12 @@ def test_reference_gate_measures_untrained_networks_once_and_rejudge_reuses_them
     "A score that training does not change is not 'learned': the untrained network scores the same (a reference gate)."
     from disentbook.data.dsprites import DSprites
     small = DSprites().subset(posX=range(0, 32, 8), posY=range(0, 32, 8), orientation=range(0, 40, 20))
-    calls = []
+    calls, asked = [], []
     def evaluate(model, data, cfg, seed, spec):
-        calls.append(spec["objective"])
+        calls.append(spec["objective"]); asked.append(tuple(cfg["eval"]["metrics"]))
         return dict(score=1.0 + 0.01 * seed + 5 * (spec["objective"] == "beta_vae"))
-    paper = H.Paper(name="toy_ref", title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1))),
+    paper = H.Paper(name="toy_ref", title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1),
+                                                                        eval=dict(metrics=("score", "costly")))),
                     tables=(H.Table("T", "small", (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4),
                                                    model_spec("b8", "beta_vae", "β=8", beta=8)),
                                     (H.Metric("score", "score", "{:.2f}"),)),),
@@ -243,6 +244,7 @@ def test_reference_gate_measures_untrained_networks_once_and_rejudge_reuses_them
         r = fn("quick", out_dir=tmp_path, device="cpu")
         # 6 trained runs, then the untrained references: b4 and b8 share theirs (one objective, one architecture)
         assert len(calls) == 6 + 4, calls
+        assert asked == [("score", "costly")] * 6 + [("score",)] * 4      # a reference computes only what its gate reads
         assert r["references"]["T"]["b4"]["score"] == r["references"]["T"]["b8"]["score"] == [6.0, 6.01]
         assert r["learned"]["T"]["b4"]["learned"] is False and "untrained:score" in r["learned"]["T"]["b4"]["why"]
         assert r["claims"][0]["verdict"] == H.NOT_LEARNED

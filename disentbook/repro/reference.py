@@ -14,7 +14,7 @@ from .verdicts import Gate
 
 # %% auto #0
 __all__ = ['UNTRAINED', 'REFERENCE_ALPHA', 'PIXELS', 'PIXEL_ROW', 'untrained_gate', 'reference_metrics', 'pixel_gate',
-           'measure_references', 'with_references']
+           'reference_cfg', 'measure_references', 'with_references']
 
 # %% ../../nbs/08j_reference.ipynb #e7219b15
 UNTRAINED = "untrained:"        # a gate's `ref` naming the untrained network's value of a metric
@@ -46,6 +46,15 @@ def _key(model, spec: dict, seed: int) -> str:
     arch = getattr(model, "config", None) or repr(model)
     return json.dumps(dict(arch=arch, objective=spec.get("objective"), seed=int(seed)), sort_keys=True, default=str)
 
+def reference_cfg(cfg: dict, need) -> dict:
+    """The run config an untrained reference is evaluated with: where the paper's evaluation takes a list of metrics
+    (`cfg['eval']['metrics']`, e.g. MIG, DCI and the FactorVAE score), only those the gates read (`need`; 'dci' serves
+    'dci_disentanglement'), so a reference does not pay for scores nobody reads. Anything else: `cfg` unchanged."""
+    ev = cfg.get("eval") if isinstance(cfg, dict) else None
+    if not (isinstance(ev, dict) and isinstance(ev.get("metrics"), (list, tuple))): return cfg
+    keep = tuple(m for m in ev["metrics"] if any(n == m or n.startswith(m + "_") for n in need))
+    return {**cfg, "eval": {**ev, "metrics": keep}} if keep else cfg
+
 def measure_references(ctx, table) -> dict:
     """{row: {metric: [value per seed]}} of `table`: the paper's evaluation of each row's architecture untrained (built
     with the row's seed as its run was), for the metrics the paper's reference gates need; kept in `ctx.references`
@@ -67,7 +76,7 @@ def measure_references(ctx, table) -> dict:
             model = (ctx.paper.model or default_model)(spec, data, cfg)
             key = _key(model, spec, seed)
             if key not in done:
-                done[key] = dict(ctx.paper.evaluate(model.to(dev).eval(), data, cfg, seed, spec))
+                done[key] = dict(ctx.paper.evaluate(model.to(dev).eval(), data, reference_cfg(cfg, need), seed, spec))
             for k in need:
                 v = done[key].get(k)
                 vals[k].append(float(v) if isinstance(v, (int, float)) else math.nan)
