@@ -18,7 +18,8 @@ from . import harness as H
 # %% auto #0
 __all__ = ['ISSUE_ANCHOR', 'THROUGHPUT_FILE', 'ANCHORS', 'MODES', 'GPU_BUDGET_MINUTES', 'GPU_SHARES', 'OTHER_GPU_BUDGETS',
            'STAGE_MINUTES', 'CPU_AIM_HOURS', 'throughput_path', 'load_throughput', 'family', 'rate', 'paper_jobs',
-           'OverBudgetError', 'budget_minutes', 'cpu_plan', 'cpu_plan_text', 'plan', 'plan_text', 'check_budget']
+           'OverBudgetError', 'budget_minutes', 'cpu_plan', 'cpu_plan_text', 'plan', 'plan_text', 'planned_minutes',
+           'check_budget']
 
 # %% ../../nbs/08b_plan.ipynb #bb70a5f7
 ISSUE_ANCHOR = "the planning anchors, not measured here"
@@ -283,14 +284,21 @@ def plan_text(p: dict) -> str:
                     if p["paper"] in GPU_SHARES else "(one stage of a GPU slot)")
                  + (": within it" if p["minutes"] <= p["budget_minutes"] else
                     ": OVER, because the learning curves ask for that length: the budget gives, not the length"
-                    if p.get("length") else ": OVER"))
+                    if planned_minutes(p) <= p["budget_minutes"] else ": OVER"))
     for t, why in p["skipped"].items(): L.append(f"not run at this scale: {t}: {why}")
     return "\n".join(L)
 
+def planned_minutes(p: dict) -> float:
+    """A plan's device minutes at the scale's own length: where the learning curves lengthened it (`p['length']`), the
+    minutes its rows and seeds would take at the planned steps (every group trains the same steps, so minutes scale)."""
+    L = p.get("length")
+    return p["minutes"] * L["planned"] / L["steps"] if L else p["minutes"]
+
 def check_budget(p: dict):
-    "Raise `OverBudgetError` (one line, saying what to do) when a `gpu` plan exceeds its budget."
+    """Raise `OverBudgetError` (one line, saying what to do) when a `gpu` plan exceeds its budget. A length the curves
+    chose is not cut to a budget: only its rows and seeds must fit, at the scale's own length (`planned_minutes`)."""
     b = p["budget_minutes"]
-    if b is None or p["minutes"] <= b or p.get("length"): return          # a length the curves chose is not cut to a budget
+    if b is None or planned_minutes(p) <= b: return
     raise OverBudgetError(
         f"{p['paper']} at scale gpu needs {p['minutes']:.1f} device minutes by the throughput table ({p['table']}), over its "
         f"budget of {b:g}: lower the steps or move rows to the paper scale in the gpu entry of its reproduction notebook "
