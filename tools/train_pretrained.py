@@ -36,7 +36,7 @@ RECIPES = {
     # sRb-VAE on the digit style set: z (content) 8 + e (style) 8 latents as the reproduction's quick scale; lr 1e-3
     # (with the analytic log ratio of 42f4e80 the losses stay finite; the same 800 steps at lr 5e-4 gave a slightly
     # worse model: style MAE from e 0.251, L1/pixel 0.066 vs 0.250 and 0.063, measured)
-    # 3,200 steps (was 800): the shortest length measured at which it passes its gate (LENGTHS, issue 23)
+    # 3,200 steps (was 800): the shortest length measured at which it passes its gate (LENGTHS)
     "srb_vae": ("srb_vae", "digit_style", dict(disc_hidden=64), {},
                 dict(steps=3200, lr=1e-3, hidden=64, z_dim=8, s_dim=8)),
     # the invariance paper's model on Colored-MNIST: 20 latents, the first d_p = 10 the predictive block z_p; the paper's
@@ -74,7 +74,7 @@ DEVIATIONS = {
                         "the paper's weight scores 0.561 average test accuracy against 0.432, measured (--pilot, see Length)."),
 }
 # how each gated model's length was chosen: the gate measured along one run (`--pilot`), the shortest length that passes
-# clearly (issue 23); goes into the card's note
+# clearly; goes into the card's note
 LENGTHS = {
     "contrastive_w2": ("800 steps, as before. The gate measured along one run (tools/train_pretrained.py "
                        "contrastive_w2 --pilot 400,800,1200,2400,4800) passes at every length: clustering accuracy of s "

@@ -24,7 +24,7 @@ __all__ = ['ISSUE_ANCHOR', 'THROUGHPUT_FILE', 'ANCHORS', 'MODES', 'GPU_BUDGET_MI
 # %% ../../nbs/08b_plan.ipynb #bb70a5f7
 ISSUE_ANCHOR = "the planning anchors, not measured here"
 THROUGHPUT_FILE = "benchmarks/throughput.json"
-# The issue's four anchor figures (conv64 β-VAE, 64×64 dSprites, batch 64, one H100): the table used when no
+# Four planning anchor figures (conv64 β-VAE, 64×64 dSprites, batch 64, one H100; not measured by this package): the table used when no
 # `benchmarks/throughput.json` can be found (an installed package without the checkout).
 ANCHORS = dict(format=1, device="one NVIDIA H100 (80 GB)", measured=False, source=ISSUE_ANCHOR, batch_size=64,
                reference_family="conv64_vae",
@@ -42,7 +42,7 @@ def throughput_path() -> Path | None:
     return p if p.is_file() else None
 
 def load_throughput(path=None) -> dict:
-    "The throughput table (`path`, else `throughput_path()`, else the issue's anchors), checked."
+    "The throughput table (`path`, else `throughput_path()`, else the planning anchors), checked."
     path = Path(path) if path is not None else throughput_path()
     if path is None: return json.loads(json.dumps(ANCHORS))
     if not path.is_file(): raise InputError(f"throughput table {path}: no such file (write it with benchmarks/bench_gpu.py)")
