@@ -45,7 +45,7 @@ setuptools.setup(
     + ["Programming Language :: Python :: " + v for v in py_versions if v >= min_python],
     packages=setuptools.find_packages(include=["disentbook", "disentbook.*"]),
     include_package_data=True,
-    package_data={"disentbook": ["paper_values/*.csv", "paper_values/*.json", "assets/*.npz", "assets/*.md", "assets/pretrained/*"]},
+    package_data={"disentbook": ["paper_values/*.csv", "paper_values/*.json", "assets/*.npz", "assets/*.md", "assets/*.json", "assets/pretrained/*"]},
     python_requires=">=" + min_python,
     install_requires=requirements,
     extras_require={"dev": dev_requirements},

@@ -34,7 +34,7 @@ def test_wheel_contents(wheel_env):
     names = zipfile.ZipFile(wheel_env[2]).namelist()
     for f in ("disentbook/core.py", "disentbook/cli.py", "disentbook/paper_values/dipvae.csv",
               "disentbook/paper_values/tcwae.csv", "disentbook/paper_values/contrastive.csv",
-              "disentbook/paper_values/cpu_lengths.json"):
+              "disentbook/paper_values/cpu_lengths.json", "disentbook/assets/throughput.json"):
         assert f in names, f"{f} missing from the wheel"
     assert not any(n.startswith(("nbs/", "tests/")) for n in names)
 

@@ -24,6 +24,16 @@ def test_committed_table_holds_the_issue_anchors_marked_as_such():
     assert all(r["mode"] in P.MODES and r["images_per_s"] > 0 for r in t["rows"])
 
 
+def test_the_package_ships_the_checkouts_table_and_plans_on_it_when_installed(monkeypatch):
+    "An installed package (no checkout around it) plans on the copy of the measured table it ships, the same file."
+    pkg = P.Path(P.core.__file__).resolve().parent
+    shipped, checkout = pkg / P.PACKAGED_THROUGHPUT, pkg.parent / P.THROUGHPUT_FILE
+    assert shipped.read_bytes() == checkout.read_bytes()                  # --unpack writes both; never one without the other
+    monkeypatch.delenv("DISENTBOOK_THROUGHPUT", raising=False)
+    monkeypatch.setattr(P, "THROUGHPUT_FILE", "benchmarks/no-such-table.json")   # as installed: no checkout
+    assert P.throughput_path() == shipped and P.load_throughput()["device"] == json.loads(shipped.read_text())["device"]
+
+
 def test_rates_interpolate_in_log_k_and_never_extrapolate_growth():
     t = json.loads(json.dumps(P.ANCHORS))
     ens = lambda k: P.rate(t, "conv64_vae", "captured_ensemble", k)[0]

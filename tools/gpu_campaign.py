@@ -362,8 +362,9 @@ def unpack(a) -> int:
                     ROOT / "disentbook" / "assets" / "pretrained" / rel.split("/", 1)[1] if rel.startswith("assets/") else
                     ROOT / "reports" / f"{stage}-gpu" / rel if stage in PAPERS else None)
             if dest is None: continue
-            dest.parent.mkdir(parents=True, exist_ok=True); dest.write_bytes(data); n += 1
-            print(f"{stage}: {dest.relative_to(ROOT)}")
+            for d in [dest] + ([ROOT / "disentbook" / "assets" / "throughput.json"] if rel == "throughput.json" else []):
+                d.parent.mkdir(parents=True, exist_ok=True); d.write_bytes(data); n += 1   # the table also ships in the package
+                print(f"{stage}: {d.relative_to(ROOT)}")
     if n and a.ledger is not None: write_ledger(a)
     print(f"{n} files unpacked from {a.results}" if n else f"nothing to unpack in {a.results} (no GPU stage done)")
     return 0

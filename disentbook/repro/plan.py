@@ -16,10 +16,10 @@ from ..objectives.base import make_objective
 from . import harness as H
 
 # %% auto #0
-__all__ = ['ISSUE_ANCHOR', 'THROUGHPUT_FILE', 'ANCHORS', 'MODES', 'GPU_BUDGET_MINUTES', 'GPU_SHARES', 'OTHER_GPU_BUDGETS',
-           'STAGE_MINUTES', 'CPU_AIM_HOURS', 'throughput_path', 'load_throughput', 'family', 'rate', 'paper_jobs',
-           'OverBudgetError', 'budget_minutes', 'cpu_plan', 'cpu_plan_text', 'plan', 'plan_text', 'planned_minutes',
-           'check_budget']
+__all__ = ['ISSUE_ANCHOR', 'THROUGHPUT_FILE', 'ANCHORS', 'MODES', 'PACKAGED_THROUGHPUT', 'GPU_BUDGET_MINUTES', 'GPU_SHARES',
+           'OTHER_GPU_BUDGETS', 'STAGE_MINUTES', 'CPU_AIM_HOURS', 'throughput_path', 'load_throughput', 'family',
+           'rate', 'paper_jobs', 'OverBudgetError', 'budget_minutes', 'cpu_plan', 'cpu_plan_text', 'plan', 'plan_text',
+           'planned_minutes', 'check_budget']
 
 # %% ../../nbs/08b_plan.ipynb #bb70a5f7
 ISSUE_ANCHOR = "the planning anchors, not measured here"
@@ -34,12 +34,17 @@ ANCHORS = dict(format=1, device="one NVIDIA H100 (80 GB)", measured=False, sourc
                      dict(family="conv64_vae", method="beta_vae", mode="captured_ensemble", group_size=32, precision="unstated", images_per_s=125802)])
 MODES = ("eager", "captured_single", "captured_ensemble")          # as `repro.harness.group_jobs` names them
 
+PACKAGED_THROUGHPUT = "assets/throughput.json"   # the measured table, shipped with the package (a copy of the checkout's)
+
 def throughput_path() -> Path | None:
-    "`$DISENTBOOK_THROUGHPUT`, else the checkout's `benchmarks/throughput.json` (None when neither exists)."
+    """`$DISENTBOOK_THROUGHPUT`, else the checkout's `benchmarks/throughput.json`, else the copy shipped in the package
+    (an installed package plans on the measured table too); None when none exists."""
     env = os.environ.get("DISENTBOOK_THROUGHPUT")
     if env: return Path(env)
-    p = Path(core.__file__).resolve().parents[1] / THROUGHPUT_FILE     # the checkout holding the package
-    return p if p.is_file() else None
+    pkg = Path(core.__file__).resolve().parent
+    for p in (pkg.parent / THROUGHPUT_FILE, pkg / PACKAGED_THROUGHPUT):   # the checkout holding the package, the package
+        if p.is_file(): return p
+    return None
 
 def load_throughput(path=None) -> dict:
     "The throughput table (`path`, else `throughput_path()`, else the planning anchors), checked."
