@@ -184,7 +184,10 @@ def test_paper_curves_give_the_cpu_scale_its_length_and_plan(tiny, monkeypatch, 
     from disentbook.repro.plan import check_budget
     gp = plan("invariance", "gpu")
     assert gp["length"]["steps"] == g["train"]["steps"] and "the scale's own plan was" in plan_text(gp)
-    check_budget(dict(gp, minutes=1e9))                                  # a length the curves chose: never cut to the budget
+    longer = dict(gp["length"], steps=gp["length"]["planned"] * 4)         # the curves asked for 4x the planned length
+    check_budget(dict(gp, length=longer, minutes=gp["budget_minutes"] * 2))    # over only by that length: never cut to the budget
+    with pytest.raises(InputError, match="over its budget"):                   # its rows and seeds over even at the planned length
+        check_budget(dict(gp, length=longer, minutes=gp["budget_minutes"] * 8))
     with pytest.raises(InputError, match="over its budget"): check_budget(dict(gp, minutes=1e9, length=None))
     # the cpu-<paper> stage: cut by its budget in the middle of the reproduction, then resumed to a report
     monkeypatch.setitem(H.PAPERS["invariance"].scales["cpu"], "seeds", 1)

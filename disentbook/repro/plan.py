@@ -295,9 +295,10 @@ def plan_text(p: dict) -> str:
 
 def planned_minutes(p: dict) -> float:
     """A plan's device minutes at the scale's own length: where the learning curves lengthened it (`p['length']`), the
-    minutes its rows and seeds would take at the planned steps (every group trains the same steps, so minutes scale)."""
+    minutes its rows and seeds would take at the planned steps (every group trains the same steps, so minutes scale);
+    a length the curves shortened is its own minutes."""
     L = p.get("length")
-    return p["minutes"] * L["planned"] / L["steps"] if L else p["minutes"]
+    return p["minutes"] * min(1.0, L["planned"] / L["steps"]) if L else p["minutes"]
 
 def check_budget(p: dict):
     """Raise `OverBudgetError` (one line, saying what to do) when a `gpu` plan exceeds its budget. A length the curves
