@@ -254,6 +254,33 @@ def test_reference_gate_measures_untrained_networks_once_and_rejudge_reuses_them
         del REPRODUCTIONS["toy_ref"], H.PAPERS["toy_ref"]
 
 
+def test_a_headline_only_scale_fills_the_tables_made_of_its_runs_and_trains_nothing_more(tmp_path):
+    """A scale that trains one table's headline rows (`only`, the cpu scale) also reports another table built from exactly
+    those runs (here a second view of the same models, as DIP-VAE's Z-diff classifiers), and skips a table that would need
+    other runs (other data), saying why; every run trains once."""
+    from disentbook.data.dsprites import DSprites
+    small = DSprites().subset(posX=range(0, 32, 8), posY=range(0, 32, 8), orientation=range(0, 40, 20))
+    calls = []
+    def evaluate(model, data, cfg, seed, spec):
+        calls.append((spec["slug"], seed)); return dict(score=1.0 + seed, other=2.0)
+    models = (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4), model_spec("b8", "beta_vae", "β=8", beta=8))
+    paper = H.Paper(name="toy_only", title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1),
+                                                                         only=dict(table="T", rows=["vae", "beta_vae_beta4"]))),
+                    tables=(H.Table("T", "small", models, (H.Metric("score", "score", "{:.2f}"),)),
+                            H.Table("T view", "small", models, (H.Metric("other", "other", "{:.2f}"),)),
+                            H.Table("T other data", "tiny", models, (H.Metric("score", "score", "{:.2f}"),))),
+                    data=lambda name, cfg, seed, options: small, evaluate=evaluate)
+    fn = H.register_reproduction(paper)
+    try:
+        r = fn("quick", out_dir=tmp_path, device="cpu")
+        assert sorted(calls) == sorted((s, k) for s in ("vae", "beta_vae_beta4") for k in (0, 1))   # 2 rows x 2 seeds, once each
+        assert set(r["results"]) == {"T", "T view"} and set(r["results"]["T view"]) == {"VAE", "b4"}
+        assert r["results"]["T view"]["b4"] == r["results"]["T"]["b4"]                              # the very same runs
+        assert "T other data" in r["skipped"] and "headline claims' rows of T only" in r["skipped"]["T other data"]
+    finally:
+        del REPRODUCTIONS["toy_only"], H.PAPERS["toy_only"]
+
+
 @pytest.mark.parametrize("name", ["dipvae", "contrastive"])
 def test_pixel_references_measure_the_papers_metric_on_raw_pixels(name):
     """A paper with a raw-pixel gate computes its metric on the pixels of its own data (smoke scale here): a value in the

@@ -33,15 +33,25 @@ __all__ = ['reproduce', 'read_metrics', 'rejudge', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #01b382a8
 def _jobs(paper, ctx, cfg, out, dev) -> tuple[list, list]:
-    "The jobs of every table this call runs (a run shared by two tables trains once) and (table, spec, seed) per job."
+    """The jobs of every table this call runs (a run shared by two tables trains once) and (table, spec, seed) per job.
+    A scale that trains only the headline rows of one table (`only`: the `cpu` scale) also fills every other table made
+    of exactly those runs (the same data, run config and specs: nothing more trains, e.g. DIP-VAE's Z-diff classifiers
+    beside its Table 1); any other table is skipped and said so."""
     jobs, where, seen = [], [], {}
     only = cfg.get("only")
+    base = next((t for t in paper.tables if only and t.name == only["table"]), None)
+    if base is not None:
+        base_cfg, bds = base.run_config(cfg), base.dataset_name(ctx.options)
+        base_runs = {(bds, s["slug"], seed): s for s in base.specs(cfg, ctx.options) for seed in ctx.seeds}
     for t in paper.tables:
-        if only and t.name != only["table"]:
-            ctx.skipped[t.name] = f"the {ctx.scale} scale trains the headline claims' rows of {only['table']} only"; continue
+        specs, tcfg = t.specs(cfg, ctx.options), t.run_config(cfg)
+        if only and t is not base:
+            tds, specs = t.dataset_name(ctx.options), [s for s in specs if s["slug"] in only["rows"]]
+            if base is None or not specs or tcfg != base_cfg or \
+               any(base_runs.get((tds, s["slug"], seed)) != s for s in specs for seed in ctx.seeds):
+                ctx.skipped[t.name] = f"the {ctx.scale} scale trains the headline claims' rows of {only['table']} only"; continue
         if t.when is not None and not t.when(ctx):
             ctx.skipped[t.name] = t.skip_note or "not run"; continue
-        specs, tcfg = t.specs(cfg, ctx.options), t.run_config(cfg)
         ctx.datasets[t.name] = ds = t.dataset_name(ctx.options)
         try: ctx.data(t.name)                                             # fail early, in this process, if missing
         except DataNotFoundError as e:
