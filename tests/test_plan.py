@@ -34,6 +34,16 @@ def test_the_package_ships_the_checkouts_table_and_plans_on_it_when_installed(mo
     assert P.throughput_path() == shipped and P.load_throughput()["device"] == json.loads(shipped.read_text())["device"]
 
 
+def test_a_cpu_plan_says_when_its_evaluation_is_not_the_one_its_curves_timed():
+    "dipvae's cpu scale fits the Z-diff SVM on more points than quick (the curves' settings): its plan says so; vae's does not."
+    from disentbook.repro.declare import curve_lengths
+    assert curve_lengths("dipvae") is not None                                  # measured and shipped with the package
+    p = P.cpu_plan("dipvae")
+    assert p["eval_note"] and "evaluation: this scale evaluates with other settings" in P.cpu_plan_text(p)
+    q = dict(p, eval_note=None)
+    assert "evaluation:" not in P.cpu_plan_text(q)
+
+
 def test_rates_interpolate_in_log_k_and_never_extrapolate_growth():
     t = json.loads(json.dumps(P.ANCHORS))
     ens = lambda k: P.rate(t, "conv64_vae", "captured_ensemble", k)[0]

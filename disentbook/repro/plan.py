@@ -220,8 +220,12 @@ def cpu_plan(name: str, seed: int = 0, **options) -> dict:
                          seconds_per_step=r["seconds_per_step"], seconds=steps * r["seconds_per_step"] + r["seconds_per_eval"]))
     seconds = sum(r["seconds"] for r in runs)
     m = got.get("machine", {})
+    ev, qev = H.scale_config(paper, "cpu").get("eval"), paper.scales.get("quick", {}).get("eval")
+    eval_note = None if ev == json.loads(json.dumps(qev)) else (
+        "this scale evaluates with other settings than quick's, which the curves' seconds per evaluation were measured "
+        "with: the evaluation time above is the curves', not this scale's")
     return dict(paper=name, scale="cpu", runs=runs, seconds=seconds, minutes=seconds / 60, hours=seconds / 3600,
-                aim_hours=CPU_AIM_HOURS, skipped=skipped, budget_minutes=None, lengths=got,
+                aim_hours=CPU_AIM_HOURS, skipped=skipped, budget_minutes=None, lengths=got, eval_note=eval_note,
                 device=f"{m.get('cpu', 'a CPU')}, {m.get('threads', '?')} threads")
 
 def cpu_plan_text(p: dict) -> str:
@@ -235,7 +239,7 @@ def cpu_plan_text(p: dict) -> str:
     why = "; ".join(f"{s} {r['steps']:,}: {r['why']}" for s, r in p["lengths"]["rows"].items())
     L += ["", f"length: {p['lengths']['steps']:,} steps, the longest any headline row's curve chose ({why})",
           f"total: {p['hours']:.2f} hours (training and evaluation); aim: {p['aim_hours']:g} hours on 2 cores: "
-          + ("within it" if p["hours"] <= p["aim_hours"] else "OVER")]
+          + ("within it" if p["hours"] <= p["aim_hours"] else "OVER")] + ([f"evaluation: {p['eval_note']}"] if p.get("eval_note") else [])
     for t, why in p["skipped"].items(): L.append(f"not run at this scale: {t}: {why}")
     return "\n".join(L)
 
