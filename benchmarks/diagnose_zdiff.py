@@ -87,6 +87,9 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rows", default="", help="these rows only (folder names, comma-separated)")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--note", action="store_true",
+                    help="also put the row means, as one note, in the folder's metrics.json (its report shows it after "
+                         "`disentbook reproduce dipvae --rejudge --out FOLDER`)")
     a = ap.parse_args(argv)
     import numpy as np
     import torch
@@ -111,7 +114,7 @@ def main(argv=None) -> int:
         seed = int(run.name.removeprefix("seed"))
         t = time.time()
         r = diagnose_run(ck, seed, data, zdiff, images, factors, lam)
-        r.update(row=run.parent.name, objective=spec.get("objective"), eval_zdiff=ev.get("metrics", {}).get("zdiff"),
+        r.update(row=run.parent.name, label=spec.get("row", run.parent.name), objective=spec.get("objective"), eval_zdiff=ev.get("metrics", {}).get("zdiff"),
                  seconds=round(time.time() - t, 1))
         rows.append(r)
         rec = " ".join(f"{k[:5]} {v:5.1f}" for k, v in r["recall_svm"].items())
@@ -122,7 +125,7 @@ def main(argv=None) -> int:
         rs = [r for r in rows if r["row"] == row]
         m = lambda key: float(np.mean([r[key] for r in rs]))
         md = lambda key: {k: float(np.mean([r[key][k] for r in rs])) for k in FACTORS}
-        summary[row] = dict(seeds=len(rs), zdiff_svm=m("zdiff_svm"), zdiff_svm_standardized=m("zdiff_svm_standardized"),
+        summary[row] = dict(label=rs[0]["label"], seeds=len(rs), zdiff_svm=m("zdiff_svm"), zdiff_svm_standardized=m("zdiff_svm_standardized"),
                             recall_svm=md("recall_svm"), recall_svm_standardized=md("recall_svm_standardized"),
                             mi_best=md("mi_best"), mi_gap=md("mi_gap"), mig=m("mig"),
                             cov_offdiag_sq_sum=m("cov_offdiag_sq_sum"), cov_diag_minus1_sq_sum=m("cov_diag_minus1_sq_sum"),
@@ -135,12 +138,39 @@ def main(argv=None) -> int:
     result = dict(what=__doc__.splitlines()[0], folder=a.folder, scale=a.scale, zdiff_points=zdiff, n_images=a.n,
                   factors=FACTORS, runs=rows, row_means=summary, seconds=round(time.time() - t0, 1),
                   machine=dict(cpu=platform.processor() or platform.machine(), threads=a.threads, torch=torch.__version__))
+    result["note"] = note_text(summary)
+    print("\n" + result["note"])
+    if a.note:
+        f = folder / "metrics.json"
+        if not f.exists(): print(f"diagnose_zdiff: {a.folder} has no metrics.json (the reproduction has not finished): no note written"); return 2
+        m = json.loads(f.read_text())
+        m["notes"] = [n for n in m.get("notes", []) if not str(n).startswith(NOTE_HEAD)] + [result["note"]]
+        tmp = f.with_suffix(".json.tmp"); tmp.write_text(json.dumps(m, indent=1) + "\n"); tmp.replace(f)
+        print(f"note added to {f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}")
     if not a.no_write:
         out = ROOT / "benchmarks" / f"zdiff_diagnosis-{folder.name}.json"
         out.write_text(json.dumps(result, indent=1) + "\n")
         _figure(summary, out.with_suffix(".png"), folder.name)
         print(f"wrote {out.relative_to(ROOT)} and {out.with_suffix('.png').relative_to(ROOT)}")
     return 0
+
+
+NOTE_HEAD = "Z-diff per factor"
+
+
+def note_text(summary: dict) -> str:
+    "The row means as one sentence a report can carry."
+    per = lambda key, fmt: "; ".join(f"{s['label']} " + " / ".join(fmt(v) for v in s[key].values()) for s in summary.values())
+    pct, frac = (lambda v: f"{v:.0f}"), (lambda v: f"{v:.2f}")
+    return (f"{NOTE_HEAD} ({' / '.join(FACTORS)}), measured afterwards from the runs' checkpoints with "
+            f"`benchmarks/diagnose_zdiff.py` (seed means): the paper's SVM's recall on each run's own evaluation features, "
+            f"{per('recall_svm', pct)} %; the standardised SVM's, {per('recall_svm_standardized', pct)} %; each factor's "
+            f"mutual information with its best latent over the factor's entropy (10,000 fresh images), "
+            f"{per('mi_best', frac)}. Cov[mu(x)] of the encoder means (DIP-VAE-I's penalty drives its off-diagonal to 0 and "
+            f"its diagonal to 1): sum of squared off-diagonal entries "
+            + ", ".join(f"{s['label']} {s['cov_offdiag_sq_sum']:.3f}" for s in summary.values())
+            + "; sum of squared (diagonal - 1) "
+            + ", ".join(f"{s['label']} {s['cov_diag_minus1_sq_sum']:.2f}" for s in summary.values()) + ".")
 
 
 def _figure(summary: dict, path: Path, title: str):
@@ -153,7 +183,7 @@ def _figure(summary: dict, path: Path, title: str):
     for i, (key, name) in enumerate(panels):
         ax = fig.add_subplot(1, 3, i + 1)
         for j, (row, s) in enumerate(summary.items()):
-            ax.bar(np.arange(len(FACTORS)) + j * w, list(s[key].values()), w, label=f"{row} ({s['seeds']} seeds)")
+            ax.bar(np.arange(len(FACTORS)) + j * w, list(s[key].values()), w, label=f"{s['label']} ({s['seeds']} seeds)")
         ax.set_xticks(np.arange(len(FACTORS)) + w * (len(summary) - 1) / 2, FACTORS, fontsize=8); ax.set_title(name, fontsize=9)
         if i == 0: ax.legend(fontsize=6)
     fig.suptitle(f"What the Z-diff scores are made of ({title}; seed means)", fontsize=10); fig.tight_layout()
