@@ -15,7 +15,7 @@ from .objectives import base, density_ratio, vae, dipvae, tcwae, contrastive, re
 from . import checkpoints, train, capture, ensemble, engine
 from .eval import metrics, scores, protocols, viz, dipvae
 from .repro import verdicts, harness, plan, vae, dipvae, tcwae, contrastive, refvae, invariance
-from .classroom import exercises, panel, widgets, checks
+from .classroom import exercises, widgets
 from .classroom.pretrained import pretrained, available_pretrained, pretrained_card   # disentbook.pretrained("beta_vae_b4"): a shipped model
 del base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet, digit_style, shapes3d, mpi3d, colored_mnist
 del density_ratio, refvae, refvae_baselines, invariance, invariance_baselines, harness, plan, vae, dipvae, tcwae, contrastive, metrics, scores, protocols, viz, exercises, widgets

@@ -201,7 +201,8 @@ TABLES = (
           skip_note="only at the paper scale or with `-o celeba_root=PATH`"),
 )
 
-_SHORT = "the DIP penalty has not yet shaped the latents at this training length (the paper trains to convergence)"
+_SHORT = ("no model separates every factor at this length: shape and orientation are the ones a Z-diff classifier misses "
+          "(per factor: benchmarks/diagnose_zdiff.py); the paper trains to convergence")
 _S4 = "Section 4, 'Disentanglement scores and reconstruction error'"
 _I, _B4, _B60 = "DIP-VAE-I (lambda_od=10)", "beta-VAE (beta=4)", "beta-VAE (beta=60)"
 FINDINGS = (
