@@ -267,7 +267,7 @@ for _p in PAPER_CURVES:
     STAGES[f"curves-{_p}"] = (f"{_p}'s headline rows (the rows its cpu scale trains), one run each (seed 0) measured with the "
                               "paper's evaluation at a list of lengths: the learning curves the cpu scale's lengths come from")
     STAGE_FNS[f"curves-{_p}"] = (lambda p: lambda clock: __import__("paper_curves").stage(p, clock))(_p)
-    STAGES[f"cpu-{_p}"] = (f"disentbook reproduce {_p} --scale cpu (3 seeds of the headline rows, as long as curves-{_p} "
+    STAGES[f"cpu-{_p}"] = (f"disentbook reproduce {_p} --scale cpu (the headline rows, 5 seeds (dipvae 3), as long as curves-{_p} "
                            f"chose, resumed from the runs' checkpoints) into reports/{_p}-cpu")
     STAGE_FNS[f"cpu-{_p}"] = (lambda p: lambda clock: stage_cpu(p, clock))(_p)
     for _s, (_q, _o, _x) in SENSITIVITY.items():

@@ -121,7 +121,7 @@ INVARIANCE_SCALES = {
                   shapes3d=dict(train=dict(steps=300_000, batch_size=64, log_every=1000)),
                   shapes3d_inv=dict(train=dict(steps=40_000, batch_size=64, log_every=500)),
                   mpi3d=dict(train=dict(steps=300_000, batch_size=64, log_every=1000), data=dict(mpi3d_variant="real")))}
-# cpu: the headline claims' rows only, 3 seeds, each as long as its measured learning curve asks (quick's
+# cpu: the headline claims' rows only, 5 seeds, each as long as its measured learning curve asks (quick's
 # settings otherwise; the curves: the campaign's curves-<paper> stages)
 INVARIANCE_SCALES["cpu"] = cpu_scale(INVARIANCE_SCALES["quick"], "Table 1", ("inv_cnn", "uai", "swap_invariance"))
 

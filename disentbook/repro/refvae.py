@@ -137,7 +137,7 @@ REFVAE_SCALES = dict(
                data=dict(source="mnist", size=64, affectnet=_AFF), model=dict(z_dim=16, e_dim=16, hidden=256, scale=0.5),
                objective=dict(disc_hidden=256), hparams=_H, eval=dict(n=2000)),
 )
-# cpu: the headline claims' rows only, 3 seeds, each as long as its measured learning curve asks (quick's
+# cpu: the headline claims' rows only, 5 seeds, each as long as its measured learning curve asks (quick's
 # settings otherwise; the curves: the campaign's curves-<paper> stages)
 REFVAE_SCALES["cpu"] = cpu_scale(REFVAE_SCALES["quick"], "Table 1 (MNIST)", ("rb_vae", "srb_vae", "dip_vae_i_lambda_od10"))
 

@@ -70,7 +70,7 @@ TCWAE_SCALES = dict(
                eval=_ev(10_000, 5000, (10_000, 5000, 10_000, 64)), objective=_DISC,
                grid=dict(betas=PAPER_GRID, gammas=PAPER_GRID), fig3=PAPER_FIG3_BETAS, ablation=PAPER_ABLATION),
 )
-# cpu: the headline claims' rows only, 3 seeds, each as long as its measured learning curve asks (quick's
+# cpu: the headline claims' rows only, 5 seeds, each as long as its measured learning curve asks (quick's
 # settings otherwise; the curves: the campaign's curves-<paper> stages)
 TCWAE_SCALES["cpu"] = cpu_scale(TCWAE_SCALES["quick"], "Table 1a", ("wae_mmd_xent_lam200", "tcwae_mws_beta50_xent_gamma100", "tcwae_gan_beta100_xent_gamma5"))
 # ... with MIG, SAP and the reconstruction on 10,000 / 5,000 held-out points, as Locatello et al. (whom the paper follows)
