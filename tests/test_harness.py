@@ -74,7 +74,7 @@ def test_gate_and_report_lines():
     assert c["verdict"] == H.NOT_LEARNED and "B: reconstructs better than a blank image" in c["not_learned"][0]
     assert H.judge_claim(H.Claim("A beats B", "A < B on rec"), res, "quick")["verdict"] == H.HOLDS
     lines = H.claim_lines([c, H.judge_claim(H.Claim("x", "A < B on rec", ours=True), res, "smoke")])
-    assert lines[0].startswith("- **A beats B: NOT TESTED: MODEL DID NOT LEARN** (paper: Table 1)")
+    assert lines[0].startswith("- **A beats B: NOT TESTED: LEARNING NOT SHOWN** (paper: Table 1)")
     assert lines[-1] == "- **x: NOT TESTED AT THIS SCALE** (ours)"                        # no sub-bullets
     assert not any("inconclusive" in l for l in lines)
 

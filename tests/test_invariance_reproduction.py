@@ -110,7 +110,7 @@ def test_gate_and_floor_on_worst_group_claims():
     learned = learned_rows(R.GATES, res)
     assert not learned["UAI"]["learned"] and "worst_acc_train 0.04333 > chance_acc 0.1" in learned["UAI"]["why"]
     j = judge_claim(c, res, "quick", None, learned, floors)
-    assert j["verdict"] == "not tested: model did not learn" and "worst_acc_train" in j["not_learned"][0]
+    assert j["verdict"] == "not tested: learning not shown" and "worst_acc_train" in j["not_learned"][0]
     assert judge_claim(Claim("t", "Baseline > beta-VAE on avg_acc"), res, "quick", None, learned, floors)["verdict"] == "inconclusive"
 
 

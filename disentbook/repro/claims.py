@@ -225,8 +225,8 @@ def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict |
     """Verdict of `claim` at `scale` with per-part tests: every part must hold (intersection-union) and a part fails after
     Holm's correction across the parts (`need='most'`: m = more than half of the claim's k parts must hold, a
     partial-conjunction test with each part at α / (k − m + 1); it fails when k − m + 1 parts fail, each at α / m). A
-    scale below `claim.min_scale` is 'not tested at this scale'; a row that did not learn (`learned` =
-    `verdicts.learned_rows`) makes it 'not tested: model did not learn'. `seeds` names the seeds of a NaN value. `power`:
+    scale below `claim.min_scale` is 'not tested at this scale'; a row the gates do not show to have learned (`learned` =
+    `verdicts.learned_rows`) makes it 'not tested: learning not shown'. `seeds` names the seeds of a NaN value. `power`:
     the claim's power against the paper's own effect, simulated through this judge (`claim_power`; None with `power_why`
     where the paper prints no standard deviation). `floors`, `bounds`: each metric's resolution and (lo, hi) by key."""
     parts = [judge_part(p, results, paper, alpha, (floors or {}).get(p["metric"], 0.0), seeds, p["metric"] in logs,

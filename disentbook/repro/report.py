@@ -105,7 +105,7 @@ def _differences(ctx) -> list[str]:
 UNKNOWN_ON_PAPER = "unknown (the paper prints no standard deviation for a cell it reads)"
 
 VERDICT_TEXT = {HOLDS: "HOLDS", FAILS: "FAILS", INCONCLUSIVE: "INCONCLUSIVE", NOT_TESTED: "NOT TESTED AT THIS SCALE",
-                NOT_CHECKED: "NOT CHECKED", NOT_LEARNED: "NOT TESTED: MODEL DID NOT LEARN"}
+                NOT_CHECKED: "NOT CHECKED", NOT_LEARNED: "NOT TESTED: LEARNING NOT SHOWN"}
 
 def _p(x): return "—" if x is None or not math.isfinite(x) else (f"{x:.2g}" if x >= 1e-4 else "< 1e-4")
 
@@ -167,7 +167,7 @@ def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=No
         L += ["## Did each model learn?", ""]
         for t, g in gates.items():
             for row, r in g.items():
-                if r["checked"]: L.append(f"- {t}, {row}: {'learned' if r['learned'] else 'DID NOT LEARN'} — {r['checked']}")
+                if r["checked"]: L.append(f"- {t}, {row}: {'learned' if r['learned'] else 'LEARNING NOT SHOWN'} — {r['checked']}")
                 elif r["learned"] is None: L.append(f"- {t}, {row}: {r['why']}")
         L += [""]
     L += ["## The paper's claims, checked", ""] + claim_lines(claims) + [""]

@@ -15,7 +15,8 @@ __all__ = ['SCALES', 'SHORT', 'report_claims', 'claims_table', 'claims_markdown'
 # %% ../../nbs/08c_summary.ipynb #59d13313
 SCALES = ("quick", "cpu", "gpu", "paper")                     # the columns, in order (smoke reports judge nothing)
 SHORT = {"holds": "holds", "fails": "**fails**", "inconclusive": "inconclusive", "not checked": "not checked",
-         "not tested at this scale": "not tested", "not tested: model did not learn": "did not learn"}
+         "not tested at this scale": "not tested", "not tested: learning not shown": "learning not shown",
+         "not tested: model did not learn": "learning not shown"}          # the same verdict, as older reports name it
 
 def report_claims(path) -> dict:
     "One report's claims: dict(paper, scale, device, report (its folder), claims) from its `metrics.json`."

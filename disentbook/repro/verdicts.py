@@ -20,7 +20,7 @@ __all__ = ['ALPHA', 'HOLDS', 'FAILS', 'INCONCLUSIVE', 'NOT_TESTED', 'NOT_CHECKED
 # %% ../../nbs/08a_verdicts.ipynb #fda68503
 ALPHA = 0.05
 HOLDS, FAILS, INCONCLUSIVE = "holds", "fails", "inconclusive"
-NOT_TESTED, NOT_CHECKED, NOT_LEARNED = "not tested at this scale", "not checked", "not tested: model did not learn"
+NOT_TESTED, NOT_CHECKED, NOT_LEARNED = "not tested at this scale", "not checked", "not tested: learning not shown"
 
 def seed_stats(values) -> tuple[float, float, int]:
     "(mean, standard error of the mean, n) of seed values (NaNs dropped); se is nan for a single value."
@@ -285,4 +285,4 @@ RULE_TEXT = (f"Every cell is the mean ± standard deviation over the seeds (n). 
              "paper's own effect: the share of reproductions, simulated through this judge with our number of seeds drawn from "
              "the paper's means and standard deviations, in which the claim holds (unknown where the paper prints no standard "
              "deviation). A claim resting "
-             "on a model that did not learn (its paper's gate) is not tested: model did not learn.")
+             "on a model its paper's gates do not show to have learned is not tested: learning not shown.")
