@@ -55,16 +55,24 @@ def reference_cfg(cfg: dict, need) -> dict:
     keep = tuple(m for m in ev["metrics"] if any(n == m or n.startswith(m + "_") for n in need))
     return {**cfg, "eval": {**ev, "metrics": keep}} if keep else cfg
 
+def _cache(ctx) -> dict:
+    "References measured in this call, shared by the tables: two tables of the same rows, data and settings measure once."
+    if not hasattr(ctx, "reference_cache"): ctx.reference_cache = {}
+    return ctx.reference_cache
+
+def _cfg_key(*parts) -> str: return json.dumps(parts, sort_keys=True, default=str)
+
 def measure_references(ctx, table) -> dict:
     """{row: {metric: [value per seed]}} of `table`: the paper's evaluation of each row's architecture untrained (built
     with the row's seed as its run was), for the metrics the paper's reference gates need; kept in `ctx.references`
-    (rows already there are not measured again) and said in `ctx.notes`."""
+    (rows already there are not measured again; another table of the same architecture, objective, seed, data and
+    settings reuses the evaluation) and said in `ctx.notes`."""
     need = reference_metrics(ctx.paper.learned or ())
     if table.name not in ctx.specs: return {}
     store = ctx.references.setdefault(table.name, {})
     _measure_pixels(ctx, table, store)
     if not need: return store
-    ds, done, t0 = ctx.datasets[table.name], {}, time.perf_counter()
+    ds, done, shared, t0 = ctx.datasets[table.name], {}, _cache(ctx), time.perf_counter()
     dev = ctx.device if ctx.device.type != "cuda" or torch.cuda.is_available() else torch.device("cpu")   # re-judged elsewhere
     for spec in ctx.specs[table.name]:
         row = ctx.row(spec)
@@ -74,11 +82,11 @@ def measure_references(ctx, table) -> dict:
             data = load_data(ctx.paper, ds, cfg, seed, ctx.options)
             seed_everything(seed)                                   # as the run was built, before its first step
             model = (ctx.paper.model or default_model)(spec, data, cfg)
-            key = _key(model, spec, seed)
-            if key not in done:
-                done[key] = dict(ctx.paper.evaluate(model.to(dev).eval(), data, reference_cfg(cfg, need), seed, spec))
+            key = _cfg_key(_key(model, spec, seed), ds, reference_cfg(cfg, need))
+            if key not in shared:
+                shared[key] = done[key] = dict(ctx.paper.evaluate(model.to(dev).eval(), data, reference_cfg(cfg, need), seed, spec))
             for k in need:
-                v = done[key].get(k)
+                v = shared[key].get(k)
                 vals[k].append(float(v) if isinstance(v, (int, float)) else math.nan)
         store[row] = vals
     if done:
@@ -93,14 +101,18 @@ def _measure_pixels(ctx, table, store: dict):
     have = store.get(PIXEL_ROW, {})
     if not need or fn is None or not ctx.specs[table.name] or \
        all(len(have.get(k, [])) == len(ctx.seeds) for k in need): return
-    ds, t0 = ctx.datasets[table.name], time.perf_counter()
+    ds, t0, shared, fresh = ctx.datasets[table.name], time.perf_counter(), _cache(ctx), 0
     cfg, vals = run_cfg(ctx.cfg, ctx.specs[table.name][0], ds), {k: [] for k in need}
     for seed in ctx.seeds:
-        got = fn(load_data(ctx.paper, ds, cfg, seed, ctx.options), cfg, seed) or {}
+        key = _cfg_key(PIXELS, ds, cfg, seed)
+        if key not in shared:
+            shared[key], fresh = fn(load_data(ctx.paper, ds, cfg, seed, ctx.options), cfg, seed) or {}, fresh + 1
+        got = shared[key]
         for k in need: vals[k].append(float(got[k]) if isinstance(got.get(k), (int, float)) else math.nan)
     store[PIXEL_ROW] = vals
-    ctx.notes.append(f"Reference ({table.name}): the paper's evaluation applied to the raw pixels ({', '.join(need)}; "
-                     f"one per seed) in {time.perf_counter() - t0:.0f} s.")
+    if fresh:
+        ctx.notes.append(f"Reference ({table.name}): the paper's evaluation applied to the raw pixels ({', '.join(need)}; "
+                         f"one per seed) in {time.perf_counter() - t0:.0f} s.")
 
 def with_references(values: dict, refs: dict) -> dict:
     """`values` ({row: {metric: [seed values]}}) with each row's untrained values added as `untrained:<metric>` and the
