@@ -158,7 +158,8 @@ def test_zdiff_classifiers_same_features_as_zdiff():
     kw = dict(num_train=200, num_eval=100, batch_size=16)
     rot = synthetic_representation("rotated", 4, seed=1)
     r = zdiff_classifiers(data, rot, seed=2, **kw)
-    assert set(r) == {"svm", "svm_train", "svm_standardized", "logistic"}
+    assert set(r) == {"svm", "svm_train", "svm_standardized", "logistic", "svm_recall", "svm_standardized_recall"}
+    assert set(r["svm_recall"]) == {0, 1, 2, 3} and all(0 <= v <= 1 for v in r["svm_recall"].values())
     assert (r["svm_train"], r["svm"]) == zdiff_dipvae(data, rot, seed=2, **kw)
     scaled = [zdiff_classifiers(data, lambda x, d=d: ident(x) / d, seed=2, **kw)["svm_standardized"] for d in (1, 1000)]
     assert scaled == [1.0, 1.0]                                  # standardised: scale-free

@@ -28,6 +28,8 @@ def test_smoke_end_to_end(tmp_path):
     assert {c["verdict"] for c in res["claims"]} == {"not tested at this scale", "not checked"}
     assert "Table 1 (CelebA)" in res["skipped"] and "celeba_root" in md
     assert {"zdiff_svm_standardized", "zdiff_logistic"} <= set(res["results"]["Table 1"]["VAE"][0])
+    assert "## Z-diff per factor" in md and {f"zdiff_recall_{f}" for f in ("shape", "scale", "orientation", "posX", "posY")} \
+        <= set(res["results"]["Table 1"]["VAE"][0])                                  # which factors the score is made of
     # issue 24.5: no part bullets under claims not tested, and no "VAE not trained" about a VAE it trained
     assert "VAE not trained" not in md and "inconclusive;" not in md and "inconclusive (" not in md
     assert "- Table 2 not run (" in md or "Table 2 not run" in md                 # why Table 2's claims are not checked

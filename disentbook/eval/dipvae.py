@@ -112,7 +112,9 @@ def zdiff_classifiers(data, represent, seed=0, batch_size: int = 64, num_train: 
                       chunk: int = 4096) -> dict:
     """Eval accuracies of three classifiers on *the same* Z-diff features (those of `zdiff_dipvae` for `seed`):
     `svm` (the paper's, = `zdiff_dipvae`), `svm_standardized` (the same SVM after per-feature standardisation)
-    and `logistic` (`scores.beta_vae_score`'s default), plus `svm_train`. A diagnostic: how much of a score is the classifier's."""
+    and `logistic` (`scores.beta_vae_score`'s default), plus `svm_train`; and, per shared factor (its index in `data`),
+    the recall of the two SVMs on the eval points (`svm_recall`, `svm_standardized_recall`: {factor: accuracy on the
+    points that share it}). A diagnostic: how much of a score is the classifier's, and which factors it is made of."""
     _count("num_train", num_train); _count("num_eval", num_eval)
     rng = _rng(seed)
     xt, yt = beta_vae_features(data, represent, num_train, batch_size, rng, chunk)
@@ -120,8 +122,10 @@ def zdiff_classifiers(data, represent, seed=0, batch_size: int = 64, num_train: 
     s, out = int(rng.integers(2**31)), {}
     for name, fit in (("svm", _fit_svm), ("svm_standardized", _fit_scaled_svm), ("logistic", _fit_logistic)):
         clf = fit(xt, yt, s)
-        out[name] = float(np.mean(clf.predict(xe) == ye))
+        pred = clf.predict(xe)
+        out[name] = float(np.mean(pred == ye))
         if name == "svm": out["svm_train"] = float(np.mean(clf.predict(xt) == yt))
+        if name != "logistic": out[f"{name}_recall"] = {int(k): float(np.mean(pred[ye == k] == k)) for k in np.unique(ye)}
     return out
 
 # %% ../../nbs/32_dipvae_metrics.ipynb #73025947
