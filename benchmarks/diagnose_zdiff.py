@@ -28,32 +28,21 @@ sys.path.insert(0, str(ROOT))
 FACTORS = ("shape", "scale", "orientation", "x", "y")
 
 
-def _recall(clf, x, y, classes) -> dict:
-    import numpy as np
-    p = clf.predict(x)
-    # the labels are dSprites' factor indices: 0 is the constant colour, 1-5 the five factors
-    return {c: float(np.mean(p[y == i] == i)) if (y == i).any() else None for i, c in enumerate(classes, start=1)}
-
-
 def diagnose_run(ckpt: Path, seed: int, data, zdiff: dict, images, factors, lambdas: dict | None) -> dict:
     "Per-factor Z-diff recall, per-factor MI with the best latents, and Cov[mu] of one trained run."
     import numpy as np
     from disentbook.checkpoints import load_model
     from disentbook.eval import dipvae as dip
     from disentbook.eval.metrics import discretize, entropy, mutual_info
-    from disentbook.eval.scores import _rng, encode_means
+    from disentbook.eval.scores import encode_means
     model = load_model(ckpt, device="cpu")
     rep = lambda x: encode_means(model, x)
-    # the Z-diff features exactly as zdiff_classifiers draws them for this seed
-    rng = _rng(seed)
-    xt, yt = dip.beta_vae_features(data, rep, zdiff["num_train"], zdiff["batch_size"], rng)
-    xe, ye = dip.beta_vae_features(data, rep, zdiff["num_eval"], zdiff["batch_size"], rng)
-    s = int(rng.integers(2**31))
+    zc = dip.zdiff_classifiers(data, rep, seed=seed, **zdiff)      # the run's own evaluation, per factor too
     out = dict(checkpoint=str(ckpt.relative_to(ROOT)) if ckpt.is_relative_to(ROOT) else str(ckpt), seed=seed)
-    for name, fit in (("svm", dip._fit_svm), ("svm_standardized", dip._fit_scaled_svm)):
-        clf = fit(xt, yt, s)
-        out[f"zdiff_{name}"] = 100 * float(np.mean(clf.predict(xe) == ye))
-        out[f"recall_{name}"] = {k: 100 * v for k, v in _recall(clf, xe, ye, FACTORS).items()}
+    for name in ("svm", "svm_standardized"):
+        out[f"zdiff_{name}"] = 100 * zc[name]
+        # the labels are dSprites' factor indices: 0 is the constant colour, 1-5 the five factors
+        out[f"recall_{name}"] = {f: 100 * zc[f"{name}_recall"].get(i, float("nan")) for i, f in enumerate(FACTORS, start=1)}
     mu = np.asarray(rep(images), dtype=np.float64)
     f = np.asarray(factors)[:, 1:]                                  # colour is constant: shape, scale, orientation, x, y
     mi = mutual_info(discretize(mu), f)                            # (latents, factors)
