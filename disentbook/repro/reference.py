@@ -20,13 +20,15 @@ __all__ = ['UNTRAINED', 'REFERENCE_ALPHA', 'PIXELS', 'PIXEL_ROW', 'untrained_gat
 UNTRAINED = "untrained:"        # a gate's `ref` naming the untrained network's value of a metric
 REFERENCE_ALPHA = 0.01          # the level of a reference gate
 
-def _reference_gate(kind: str, metric: str, op: str, margin: float, text: str, rows, resolution: float) -> Gate:
-    return Gate(metric, op, kind + metric, text, rows=rows, resolution=resolution, margin=float(margin), alpha=REFERENCE_ALPHA)
+def _reference_gate(kind: str, metric: str, op: str, margin: float, text: str, rows, resolution: float, skip=()) -> Gate:
+    return Gate(metric, op, kind + metric, text, rows=rows, resolution=resolution, margin=float(margin), alpha=REFERENCE_ALPHA,
+                skip=tuple(skip))
 
 def untrained_gate(metric: str, op: str, margin: float, text: str, rows: tuple | None = None,
-                   resolution: float = 0.0) -> Gate:
-    "A gate: `metric` beats the same architecture untrained (same seed) by `margin`, at p < `REFERENCE_ALPHA`."
-    return _reference_gate(UNTRAINED, metric, op, margin, text, rows, resolution)
+                   resolution: float = 0.0, skip: tuple = ()) -> Gate:
+    """A gate: `metric` beats the same architecture untrained (same seed) by `margin`, at p < `REFERENCE_ALPHA`; not
+    applied to the rows whose names start with one of `skip`."""
+    return _reference_gate(UNTRAINED, metric, op, margin, text, rows, resolution, skip)
 
 def reference_metrics(gates, kind: str = UNTRAINED) -> list[str]:
     "The metrics whose reference values of `kind` (`UNTRAINED` or `PIXELS`) `gates` need."

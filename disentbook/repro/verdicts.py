@@ -209,6 +209,8 @@ class Gate:
     ref: str | float
     text: str                                   # e.g. 'reconstructs better than a blank image'
     rows: tuple | None = None                   # the rows it applies to (None: every row that has the metric)
+    skip: tuple = ()                            # row-name prefixes it does not apply to (e.g. a baseline the paper
+                                                # itself reports as not disentangling)
     resolution: float = 0.0
     margin: float = 0.0                         # how much better than `ref` (in the metric's units) counts as learned
     alpha: float | None = None                  # the gate's level (None: ALPHA)
@@ -219,6 +221,7 @@ class Gate:
     def check(self, row: str, metrics: dict, alpha: float = ALPHA) -> dict | None:
         "dict(learned, numbers) for `row` with seed values `metrics` = {metric: [values]}; None where the gate does not apply."
         if self.rows is not None and row not in self.rows: return None
+        if any(row.startswith(s) for s in self.skip): return None
         if self.metric not in metrics or (isinstance(self.ref, str) and self.ref not in metrics): return None
         x = np.asarray(metrics[self.metric], float)
         ref = np.asarray(metrics[self.ref], float) if isinstance(self.ref, str) else np.full_like(x, float(self.ref))
