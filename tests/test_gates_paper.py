@@ -1,0 +1,53 @@
+"""The paper's own models pass every reference gate the package asks its rows to pass: a gate that the paper's reported
+value of a row would fail (against the untrained network or the raw pixels measured in the committed `quick` report)
+would leave the claims on that row untestable whatever a reproduction learns."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import disentbook  # noqa: F401  (registers every reproduction)
+from disentbook.repro.declare import PAPERS as REG
+from disentbook.repro.reference import PIXEL_ROW, PIXELS, UNTRAINED
+from disentbook.repro.report import paper_lookup
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPERS = ("dipvae", "tcwae", "contrastive", "refvae", "invariance")
+
+
+def _cases(name):
+    p = REG[name]
+    refs = json.loads((ROOT / "reports" / f"{name}-quick" / "metrics.json").read_text()).get("references", {})
+    for t in p.tables:
+        if not t.paper_table or t.name not in refs: continue
+        paper = paper_lookup(p.values or p.name, t.paper_table, t.paper_dataset)
+        for g in p.learned:
+            if not (isinstance(g.ref, str) and g.ref.startswith((UNTRAINED, PIXELS))): continue
+            kind, metric = (UNTRAINED, g.ref[len(UNTRAINED):]) if g.ref.startswith(UNTRAINED) else (PIXELS, g.ref[len(PIXELS):])
+            for row, vals in paper.items():
+                if g.metric not in vals: continue
+                ref = refs[t.name].get(PIXEL_ROW if kind == PIXELS else row, {}).get(metric)
+                if not ref: continue
+                yield t.name, row, g, float(vals[g.metric]), float(np.mean(ref))
+
+
+@pytest.mark.parametrize("name", PAPERS)
+def test_paper_values_pass_the_reference_gates(name):
+    checked, failed = 0, []
+    for table, row, g, value, ref in _cases(name):
+        r = g.check(row, {g.metric: [value], g.ref: [ref]})
+        if r is None: continue
+        checked += 1
+        if not r["learned"]: failed.append(f"{table}, {row}: {r['why'] or r['checked']}")
+    assert not failed, "the paper's own values fail: " + "; ".join(failed)
+    assert checked, f"{name}: no gate checked against a paper value"
+
+
+def test_the_check_can_fail():
+    "Without its skip, tcwae's MIG gate would fail the paper's own WAE (MIG .026 against the untrained .0055 + 0.02)."
+    import dataclasses
+    g = next(g for g in REG["tcwae"].learned if g.ref == UNTRAINED + "mig")
+    assert g.check("WAE (lambda=200)", {"mig": [0.026], g.ref: [0.0065]}) is None
+    r = dataclasses.replace(g, skip=()).check("WAE (lambda=200)", {"mig": [0.026], g.ref: [0.0065]})
+    assert r["learned"] is False
