@@ -221,3 +221,18 @@ def test_a_packaging_keeps_the_shipped_model_of_another_width_when_it_measured_h
     assert D.better_than_shipped(dict(hidden=256, mig=0.168), dict(hidden=None, mig=0.056))
     assert D.better_than_shipped(dict(hidden=256, mig=0.01), dict(hidden=256, mig=0.2))   # same width: the curve's choice
     assert D.better_than_shipped(dict(hidden=256, mig=0.01), None)
+
+
+def test_pilots_are_listed_and_not_shipped():
+    "A piloted recipe keeps its committed curve, is listed with it on the models page, and is never packaged by default."
+    import train_pretrained as TP
+    assert TP.PILOTS and set(TP.PILOTS) <= set(TP.RECIPES) and not set(TP.PILOTS) & set(D.DSPRITES)
+    lines = D.pilot_lines()
+    for n in TP.PILOTS:
+        line = next(l for l in lines if l.startswith(f"- `{n}`"))
+        rows = list(__import__("csv").DictReader((C.CURVES / f"{D.curve_stem(n)}.csv").open()))
+        assert f"{float(rows[-1]['mig']):.3f} at {int(rows[-1]['steps']):,}" in line and "not shipped" in line
+        assert not (ROOT / "disentbook" / "assets" / "pretrained" / f"{n}.pt").exists()
+    assert D._names(None) == D.DSPRITES
+    page = (ROOT / "reports" / "pretrained" / "README.md").read_text()
+    assert all(l in page for l in lines if l.startswith("- "))

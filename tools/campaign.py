@@ -349,8 +349,9 @@ def main(argv=None) -> int:
         clock = Clock(parse_budget(a.budget))
         if a.recipes:
             import dsprites_curves
-            bad = sorted(set(a.recipes.split(",")) - set(dsprites_curves.DSPRITES))
-            if bad: raise CampaignError(f"--recipes: unknown {bad}; the dSprites recipes are {', '.join(dsprites_curves.DSPRITES)}")
+            known = (*dsprites_curves.DSPRITES, *dsprites_curves._pilots())
+            bad = sorted(set(a.recipes.split(",")) - set(known))
+            if bad: raise CampaignError(f"--recipes: unknown {bad}; the dSprites recipes (and pilots) are {', '.join(known)}")
             dsprites_curves.ONLY = tuple(a.recipes.split(","))
         todo = [a.stage] if a.stage else [s for s in STAGES if led.get(s, {}).get("status") != "ok"]
         for s in todo:

@@ -6,7 +6,7 @@ Each recipe of tools/train_pretrained.py trains once to 20,000 steps at `SETTING
 each factor's best latent and gap, the FactorVAE score, the KL of each latent); `campaign.choose_length` picks the length.
 """
 from __future__ import annotations
-import json, shutil, sys, time
+import csv, json, shutil, sys, time
 from pathlib import Path
 
 import numpy as np
@@ -218,8 +218,14 @@ def write_curve_files(name: str):
 ONLY: tuple = ()      # `tools/campaign.py --recipes a,b`: these recipes only, in that order (the stage then ends 'partial' at best)
 
 
+def _pilots() -> dict:
+    "The piloted recipes (measured, not shipped): `train_pretrained.PILOTS`."
+    import train_pretrained as TP
+    return TP.PILOTS
+
+
 def _names(names) -> tuple:
-    return tuple(names) if names is not None else (tuple(n for n in ONLY if n in DSPRITES) if ONLY else DSPRITES)
+    return tuple(names) if names is not None else (tuple(n for n in ONLY if n in (*DSPRITES, *_pilots())) if ONLY else DSPRITES)
 
 
 def stage_curves(clock: C.Clock, names=None) -> str:
@@ -311,6 +317,23 @@ def better_than_shipped(new: dict, shipped: dict | None) -> bool:
     return same_width or float(new["mig"]) >= float(shipped["mig"])
 
 
+def pilot_lines() -> list[str]:
+    "Markdown lines on the piloted recipes (`_pilots()`) whose curves exist: recipe, MIG along the run, why it does not ship."
+    import train_pretrained as TP
+    L = []
+    for n, why in TP.PILOTS.items():
+        f = C.CURVES / f"{curve_stem(n)}.csv"                 # the committed curve (the runs stay on the machine)
+        if not f.is_file(): continue
+        rows = sorted(csv.DictReader(f.open()), key=lambda r: int(r["steps"]))
+        method, _, params, _, _ = TP.RECIPES[n]
+        ps = ", ".join(f"{k} = {v:g}" for k, v in params.items())
+        migs = ", ".join(f"{float(r['mig']):.3f} at {int(r['steps']):,}" for r in rows)
+        L.append(f"- `{n}` ({method}, {ps}; FC width {SETTINGS['hidden']}): MIG {migs} steps "
+                 f"([curve](../../benchmarks/curves/{f.stem}.png)); not shipped: {why}.")
+    return (["## Piloted, not shipped", "", "Recipes measured the same way to see whether they beat a shipped one "
+             "(one seed each):", "", *L, ""] if L else [])
+
+
 def write_models_page(names=None, root=None):
     """reports/pretrained/README.md: each shipped dSprites model with a learning curve on its card (`names`: None for
     all of them), its width, length, why, its numbers there (from its card's own curve) and its figures."""
@@ -333,6 +356,7 @@ def write_models_page(names=None, root=None):
         L.append(f"| `{n}` | {c['model']['hidden']} | {r['steps']:,} | {r['mig']:.3f} | {r['factor_vae']:.3f} | {gaps} | "
                  f"{r['active']} | [curve]({n}_curve.png) | [traversals]({n}_traversals.png) |")
     L += ["", "Why each length: " + " ".join(f"`{n}`: {pretrained_card(n, root)['length']}." for n in names), ""]
+    L += pilot_lines()
     C.FIGURES.mkdir(parents=True, exist_ok=True)
     (C.FIGURES / "README.md").write_text("\n".join(L))
 

@@ -31,6 +31,9 @@ RECIPES = {
     # β-TCVAE with its defaults (β = 6, MWS), added when the curves of the six recipes above stayed below MIG 0.1
     # (benchmarks/curves): the TC penalty of Chen et al. on the VAE, the family these recipes compare against
     "beta_tcvae": ("beta_tcvae", "dsprites", dict(beta=6.0), {}, {}),
+    # a pilot (PILOTS below: measured, not shipped): β-TCVAE with a stronger TC weight (β = 10, the top of
+    # Chen et al.'s dSprites sweep), tried when the β = 6 recipe measured MIG 0.196-0.202 (2,500-7,500 steps)
+    "beta_tcvae_b10": ("beta_tcvae", "dsprites", dict(beta=10.0), {}, {}),
     # hidden 64 (1.4 MB in fp16 instead of 2.6 MB at 128), so that the two models below fit in the 16 MB budget
     "contrastive_w2": ("contrastive_w2", "grassy", {}, dict(per_digit=713), dict(steps=800, hidden=64)),
     # sRb-VAE on the digit style set: z (content) 8 + e (style) 8 latents as the reproduction's quick scale; lr 1e-3
@@ -43,6 +46,12 @@ RECIPES = {
     # beta_sup = 1 with the per-pixel likelihood (was beta_sup = 100 with the summed one; see DEVIATIONS)
     "swap_invariance": ("swap_invariance", "colored_mnist", dict(beta_sup=1.0, reduction="pixel_mean"), {},
                         dict(steps=900, batch_size=64, hidden=64, latent_dim=20)),
+}
+# recipes measured as pilots (their curves: `tools/campaign.py --stage dsprites-curves --recipes NAME`) that do not ship:
+# name -> why (reports/pretrained/README.md lists them with their curves); the default `names` leaves them out
+PILOTS = {
+    "beta_tcvae_b10": "no higher MIG than `beta_tcvae` (β = 6: 0.196 at 2,500 steps, 0.202 at 7,500) at any length measured, "
+                      "so β stays 6 and the package's size budget goes to the other models",
 }
 # what a recipe changes from its paper, and why (goes into the card's note)
 DEVIATIONS = {
@@ -354,7 +363,7 @@ def main(argv=None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="with --pilot: an objective parameter changed from the recipe's (repeatable)")
     a = p.parse_args(argv)
-    names = a.names or list(RECIPES)
+    names = a.names or [n for n in RECIPES if n not in PILOTS]
     bad = [n for n in names if n not in RECIPES]
     if bad: p.error(f"unknown recipe(s) {bad}; known: {', '.join(RECIPES)}")
     runs = Path(a.runs)
