@@ -236,3 +236,16 @@ def test_pilots_are_listed_and_not_shipped():
     assert D._names(None) == D.DSPRITES
     page = (ROOT / "reports" / "pretrained" / "README.md").read_text()
     assert all(l in page for l in lines if l.startswith("- "))
+
+
+@pytest.mark.parametrize("paper", ["contrastive", "refvae", "vae"])
+def test_each_papers_curve_stage_measures_its_metric(tiny, paper):
+    "The first headline row of each paper whose curves have not run yet: 3 steps, scored by the paper's own evaluation."
+    import math
+    import paper_curves as PC
+    C.CHUNK = 3
+    _, slugs = PC.headline(paper)
+    metric = PC.METRIC[paper][0]
+    assert PC.row_curve(paper, slugs[0], Stingy(5), lengths=(3,)) is True
+    rows = PC.read_rows(paper, slugs[0])
+    assert [r["steps"] for r in rows] == [3] and math.isfinite(rows[0][metric])
