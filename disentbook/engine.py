@@ -4,7 +4,7 @@
 
 # %% ../nbs/13b_engine.ipynb #e4ec2ef7
 from __future__ import annotations
-import warnings
+import time, warnings
 
 import torch
 from torch import nn
@@ -205,6 +205,7 @@ class CapturedStep:
                    desc=f"{t.objective.name} ({self.mode})")
         old, t._autocast = t._autocast, self._autocast
         t._memory_format(torch.channels_last)             # as Trainer.fit: channels-last while a CPU bf16 trainer trains
+        t._fit_t0 = time.perf_counter()                   # as Trainer.fit: the run's training seconds
         try:
             while t.step < end:
                 self.train_step()
@@ -215,6 +216,7 @@ class CapturedStep:
             if t.out_dir is not None and t._saved_step != t.step: self.save()
         finally:
             bar.close(); t._autocast = old; t._memory_format(torch.contiguous_format)
+            t.train_seconds, t._fit_t0 = t.elapsed(), None
         return self
 
     def history(self, k: int = 0):

@@ -407,6 +407,7 @@ def _ensemble_sync(self):
         t.step, t.keys, t._layout = self.step, self.keys, None
         t._history, t._rows = [list(r) for r in self._history[k]], [r[k] for r in self._rows]
         t._engine_noise_state = self.noise_generators[k].get_state()
+        t.train_seconds = None                         # trained with the other members: no time of its own
     self._synced_at = self.step
 
 def _ensemble_save(self, keep: bool = False) -> list:

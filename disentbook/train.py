@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_train.ipynb #e5a77538
 from __future__ import annotations
-import contextlib, dataclasses, functools, io, math, numbers, os, warnings
+import contextlib, dataclasses, functools, io, math, numbers, os, time, warnings
 from pathlib import Path
 from typing import Callable
 
@@ -196,6 +196,9 @@ class Trainer:
         self._layout, self._rows, self._history, self._saved_step = None, [], [], None
         self._batch_checked = False                           # the first batch is validated (images, shapes)
         self._last_good: tuple[int, Path] | None = None       # (step, path) of the last checkpoint written or loaded
+        # wall seconds of the fit() calls that trained these weights, across resumes (None: resumed from a checkpoint
+        # that did not record it)
+        self.train_seconds: float | None = 0.0; self._fit_t0: float | None = None
         if self.out_dir is not None: clean_run_dir(self.out_dir)   # leftovers of a crashed save
 
     def main_update(self, batch: dict, step: int) -> dict:
@@ -296,6 +299,7 @@ class Trainer:
         every, ckpt, last = c.log_every, (c.ckpt_every if self.out_dir is not None else 0), c.steps
         self.model.train(); self.objective.train()
         self._memory_format(torch.channels_last)
+        self._fit_t0 = time.perf_counter()
         bar = tqdm(total=max(end, last), initial=self.step, disable=not c.progress, unit="step",
                    desc=self.objective.name, dynamic_ncols=True)
         try:
@@ -310,7 +314,13 @@ class Trainer:
         finally:
             bar.close()
             self._memory_format(torch.contiguous_format)
+            self.train_seconds, self._fit_t0 = self.elapsed(), None
         return self
+
+    def elapsed(self) -> float | None:
+        "Wall seconds of training behind the current weights (`train_seconds` plus the running `fit`); None if unknown."
+        if self.train_seconds is None: return None
+        return self.train_seconds + (time.perf_counter() - self._fit_t0 if self._fit_t0 is not None else 0.0)
 
     def _memory_format(self, fmt):
         """Channels-last conv weights while `fit` trains in bf16 on a CPU (oneDNN's fast layout); the default layout
@@ -410,7 +420,7 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
     cfg = dict(format_version=FORMAT_VERSION, step=self.step,
                model=_json_config(self.model, "model", "kind"),
                objective=_json_config(self.objective, "objective", "name"),
-               train=self.config.to_dict(), torch_version=torch.__version__,
+               train=self.config.to_dict(), torch_version=torch.__version__, train_seconds=self.elapsed(),
                disentbook_version=sys.modules["disentbook"].__version__)   # the package: imported before any module of it
     buf = io.BytesIO(); torch.save(state, buf); blob = buf.getvalue()
     write_checkpoint(path, blob, cfg)
@@ -422,7 +432,7 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
     return path
 
 def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
-    s = load_checkpoint(path, self.model, self.objective)["state"]
+    ck = load_checkpoint(path, self.model, self.objective); s = ck["state"]
     if sorted(s["aux_optimizers"]) != sorted(self.aux_optimizers):
         raise ConfigMismatchError(f"the checkpoint {path} has aux optimizers {sorted(s['aux_optimizers'])}, "
                                   f"this trainer {sorted(self.aux_optimizers)}")
@@ -433,6 +443,7 @@ def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
     self._rows = list(s["pending"].to(self.device).unbind(0))
     self._history = s["history"].tolist()
     self._last_good = (self.step, Path(path))
+    self.train_seconds = ck["config"].get("train_seconds")    # None in checkpoints written before it was recorded
     return self
 
 # %% ../nbs/04_train.ipynb #6795b2f2

@@ -89,6 +89,25 @@ def _modes(ctx) -> list[str]:
     return [f"{n} run(s) {mode}" + (f" ({mem} members)" if mem not in ("", "None", "1") else "") + (f": {why[(mode, mem)]}" if (mode, mem) in why else "")
             for (mode, mem), n in counts.items()]
 
+def _run_seconds(ctx) -> list[str]:
+    """One line on the runs' own training time (`train_seconds_run` of each run's eval.json: every call that trained it,
+    a run cut short and resumed included), or nothing when no run recorded it."""
+    got, unknown, seen = [], 0, set()
+    for t, specs in ctx.specs.items():
+        for s in specs:
+            for seed in ctx.seeds:
+                if (ctx.datasets[t], s["slug"], seed) in seen: continue
+                seen.add((ctx.datasets[t], s["slug"], seed))
+                try: v = json.loads((run_dir(ctx.out, ctx.datasets[t], s, seed) / "eval.json").read_text())["metrics"].get("train_seconds_run")
+                except (OSError, ValueError, KeyError, AttributeError): continue
+                if isinstance(v, (int, float)) and math.isfinite(v): got.append(float(v))
+                else: unknown += 1
+    if not got: return []
+    return [f"Training time of the runs (each run's own wall time over every call that trained it): {sum(got) / 3600:.2f} "
+            f"hours in all, {min(got):.0f}-{max(got):.0f} s per run ({len(got)} runs)" + (
+            f"; {unknown} run(s) without a record (trained in an ensemble, or resumed from a checkpoint that did not "
+            "record it)" if unknown else "") + "."]
+
 def _differences(ctx) -> list[str]:
     "The settings of this scale that differ from the paper scale's, read from the two configs."
     if ctx.scale == "paper" or "paper" not in ctx.paper.scales: return []
@@ -150,6 +169,8 @@ def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=No
          f"{ctx.seeds}; training {json.dumps(cfg['train'])}.", ""]
     modes = _modes(ctx)
     if modes: L += ["How each run trained: " + "; ".join(modes) + ".", ""]
+    rs = _run_seconds(ctx)
+    if rs: L += [*rs, ""]
     if p.notes: L += list(p.notes(ctx)) + [""]
     if ctx.scale == "smoke":
         L += ["Smoke runs only check that everything runs: no cell or claim is judged.", ""]

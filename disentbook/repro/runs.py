@@ -140,8 +140,10 @@ def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dic
     """Loss figure, the paper's evaluation of the trained model, `eval.json`: the end of every run, however trained.
     `train_s` is the wall time of the training that produced the run: for an ensemble the whole ensemble's, with
     `mode['members']` runs in it; `train_seconds_member_share` is that time divided by the members (a share, not a
-    measurement of one run). `mode` = {mode: captured_ensemble / captured_single / eager, members, why} goes into
-    `eval.json` (top level) and the metrics."""
+    measurement of one run); `train_seconds` is this call's, `train_seconds_run` the run's own over every call that
+    trained it (a run cut short and resumed; NaN for an ensemble member, or a checkpoint that did not record it).
+    `mode` = {mode: captured_ensemble / captured_single / eager, members, why} goes into `eval.json` (top level) and
+    the metrics."""
     paper, spec, seed = PAPERS[job["paper"]], job["spec"], int(job["seed"])
     out = run_dir(job["root"], job["dataset"], spec, seed)
     save_figure(history_figure(trainer.history, title=spec["label"]), out / "losses.png")
@@ -149,7 +151,9 @@ def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dic
     m = dict(paper.evaluate(model, data, cfg, seed, spec))
     last = trainer.history.iloc[-1].to_dict() if len(trainer.history) else {}
     mode = dict(mode or dict(mode="eager", members=1, why=None))
-    m.update(train_seconds=train_s, train_members=int(mode["members"]),
+    run_s = getattr(trainer, "train_seconds", None)                      # every call's training of this run
+    m.update(train_seconds=train_s, train_seconds_run=float("nan") if run_s is None else float(run_s),
+             train_members=int(mode["members"]),
              train_seconds_member_share=train_s / max(int(mode["members"]), 1),
              eval_seconds=time.perf_counter() - t0, steps=trainer.step,
              train_terms={k: float(v) for k, v in last.items() if k != "step"}, mode=mode)
