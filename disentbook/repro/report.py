@@ -165,7 +165,7 @@ def claim_lines(claims: list[dict]) -> list[str]:
 def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=None, header: str | None = None) -> str:
     cfg, p = ctx.cfg, ctx.paper
     L = [f"# {p.title} reproduced — {ctx.scale} scale", "", *([header, ""] if header else []),
-         f"device: {getattr(ctx, 'device_name', None) or ctx.device}; total {seconds:.0f} s (training and evaluation {train_seconds:.0f} s); seeds "
+         f"device: {getattr(ctx, 'device_name', None) or ctx.device}; this call {seconds:.0f} s (training and evaluation {train_seconds:.0f} s; runs an earlier call finished are reused); seeds "
          f"{ctx.seeds}; training {json.dumps(cfg['train'])}.", ""]
     modes = _modes(ctx)
     if modes: L += ["How each run trained: " + "; ".join(modes) + ".", ""]
