@@ -160,3 +160,16 @@ def test_chairs_loader(tmp_path):
     assert ch.as_labelled().class_names[1].startswith("1a8b")
     assert len(CH.load_chairs(tmp_path / "rendered_chairs", limit=2)) == 2
     with pytest.raises(DataNotFoundError, match="3D Chairs not found"): CH.load_chairs(tmp_path / "empty")
+
+
+def test_the_mws_self_share_is_one_over_b_for_overlapping_posteriors_and_one_for_disjoint_ones():
+    "benchmarks/diagnose_mws_batch.py's measure: the weight of a sample's own posterior in the batch estimate of q(z_i)."
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("diagnose_mws_batch", Path(__file__).resolve().parents[1] / "benchmarks" / "diagnose_mws_batch.py")
+    M = importlib.util.module_from_spec(spec); spec.loader.exec_module(M)
+    B, D = 8, 3
+    same = torch.zeros(B, D)
+    assert M.self_share(same, same, same) == pytest.approx((1 / B, 1 / B))
+    mu = torch.arange(B, dtype=torch.float32)[:, None].repeat(1, D) * 100.0
+    assert M.self_share(mu, mu, torch.full((B, D), -10.0)) == pytest.approx((1.0, 1.0))

@@ -1,0 +1,141 @@
+"""Does the batch size hold TCWAE-MWS back? The MWS estimate of log q(z) at batch 64 against the paper's 256.
+
+TCWAE-MWS estimates log q(z_i) from the batch alone (the paper's Eq. 10): logsumexp_j log q(z_i | x_j) - log(N * B). The
+paper's Table 1 trains at batch 256 "in order to reduce the bias of the MWS estimator"; the package's `cpu` scale keeps
+the `quick` scale's batch of 64, on two CPU cores. This script measures, for a trained TCWAE-MWS model:
+
+* the **self-share**: how much of each sample's estimate of q(z_i) comes from its own posterior q(z_i | x_i), at batch
+  64, 256 and 1,024 (1 / B when the batch's posteriors all overlap; 1 when only its own covers z_i, where the estimate of
+  the total correlation has nothing but a constant to go on), for the joint code and per latent (the marginals);
+* with `--pilot`: the same row trained at batch 256 on as many images as the `cpu` scale's run sees (its steps x 64 /
+  256; seed 0, the `quick` scale's other settings, as the learning curves), scored beside the batch-64 run by the
+  `cpu` scale's evaluation (MIG, FactorVAE score, SAP, reconstruction).
+
+    python3 benchmarks/diagnose_mws_batch.py                 # the self-share (seconds)
+    python3 benchmarks/diagnose_mws_batch.py --pilot         # ... and the batch-256 pilot (about 10 minutes, 2 cores)
+
+Reads the batch-64 run the campaign's learning curve kept at the `cpu` scale's length
+(`results/campaign/paper_curves/tcwae/<row>/run/step_XXXXXXX`, or `--checkpoint`); writes `benchmarks/mws_batch-tcwae.json`.
+"""
+from __future__ import annotations
+import argparse, json, platform, sys, tempfile, time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+ROW = "tcwae_mws_beta50_xent_gamma100"
+BATCHES = (64, 256, 1024)
+
+
+def self_share(z, mu, logvar) -> tuple[float, float]:
+    """(joint, per-latent) mean weight of each sample's own posterior in the batch estimate of its density: for the
+    joint code exp(log q(z_i|x_i) - logsumexp_j log q(z_i|x_j)), and the same per latent, averaged over samples (and
+    latents)."""
+    import torch
+    from disentbook.objectives.tcwae import pairwise_log_density
+    lp = pairwise_log_density(z, mu, logvar)                       # (B, B, D): log q(z_i,d | x_j)
+    joint = lp.sum(-1)
+    own = (joint.diagonal() - torch.logsumexp(joint, 1)).exp().mean()
+    per = (lp.diagonal(dim1=0, dim2=1).T - torch.logsumexp(lp, 1)).exp().mean()
+    return float(own), float(per)
+
+
+def measure_shares(model, repeats: int = 4) -> dict:
+    "{batch: dict(joint, per_latent, posterior_std)} on fresh dSprites batches (seeds 100, 101, ...), z drawn with seed 0."
+    import torch
+    from disentbook.core import to_float_images
+    from disentbook.data.dsprites import DSprites
+    data, out = DSprites(), {}
+    g = torch.Generator().manual_seed(0)
+    for b in BATCHES:
+        rows = []
+        for r in range(repeats):
+            x, _ = data.sample(b, np.random.default_rng(100 + r))
+            with torch.no_grad():
+                mu, lv = (t.float() for t in model.eval().encode(to_float_images(x)))
+                z = mu + (0.5 * lv).exp() * torch.randn(mu.shape, generator=g)
+                rows.append((*self_share(z, mu, lv), float((0.5 * lv).exp().mean())))
+        j, p, s = np.mean(rows, 0)
+        out[str(b)] = dict(joint=round(float(j), 4), per_latent=round(float(p), 4), posterior_std=round(float(s), 4))
+    return out
+
+
+def _row_setup(batch: int, steps: int):
+    "The MWS row at the quick scale's settings (the curves'), with `batch` and `steps`: (paper, table, spec, ds, rc, opts)."
+    from disentbook.repro import harness as H
+    paper = H.PAPERS["tcwae"]
+    cfg = H.scale_config(paper, "quick")
+    opts = {**H.HARNESS_OPTIONS, **paper.options, "scale": "quick"}
+    table = next(t for t in paper.tables if t.name == "Table 1a")
+    spec = next(s for s in table.specs(cfg, opts) if s["slug"] == ROW)
+    ds = table.dataset_name(opts)
+    rc = H.run_cfg(table.run_config(cfg), spec, ds)
+    return paper, table, spec, ds, dict(rc, train=dict(rc["train"], steps=int(steps), batch_size=int(batch))), opts
+
+
+def cpu_evaluation(model, paper, table, spec, ds, data) -> dict:
+    "The `cpu` scale's evaluation of the row (seed 0): reconstruction, MIG, FactorVAE score, SAP."
+    from disentbook.repro import harness as H
+    rc = H.run_cfg(table.run_config(H.scale_config(paper, "cpu")), spec, ds)
+    m = paper.evaluate(model.eval(), data, rc, 0, spec)
+    return {k: round(float(m[k]), 4) for k in ("rec", "mig", "factorvae", "sap")}
+
+
+def pilot(batch_64_checkpoint: Path, cpu_steps: int) -> dict:
+    "Train the row at batch 256 on cpu_steps x 64 images, score it and the batch-64 run by the cpu evaluation."
+    import torch
+    from disentbook.core import seed_everything
+    from disentbook.repro import harness as H
+    from disentbook.train import Trainer, load_model
+    steps = cpu_steps * 64 // 256
+    paper, table, spec, ds, rc, opts = _row_setup(256, steps)
+    data = H.load_data(paper, ds, rc, 0, opts)
+    seed_everything(0)
+    model = (paper.model or H.default_model)(spec, data, rc)
+    obj = H.build_objective(spec, data, model, rc)
+    with tempfile.TemporaryDirectory() as d:
+        tr = Trainer(model, obj, H._sampler_fn(paper, data)("cpu"), H.train_config(rc, 0, "cpu", data, True, "auto"), out_dir=d)
+        t0 = time.monotonic(); tr.fit(); secs = time.monotonic() - t0
+        got256 = cpu_evaluation(tr.model, paper, table, spec, ds, data)
+        shares256 = measure_shares(tr.model)
+    got64 = cpu_evaluation(load_model(batch_64_checkpoint, device="cpu"), paper, table, spec, ds, data)
+    return dict(batch_64=dict(steps=cpu_steps, images=cpu_steps * 64, **got64),
+                batch_256=dict(steps=steps, images=steps * 256, train_seconds=round(secs, 1), precision=tr.precision,
+                               self_share=shares256, **got256))
+
+
+def main(argv=None):
+    import torch
+    from disentbook.repro import harness as H
+    from disentbook.train import load_model
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--checkpoint", help="the batch-64 TCWAE-MWS checkpoint (default: the learning curve's at the cpu length)")
+    p.add_argument("--pilot", action="store_true", help="also train the batch-256 pilot (about 10 minutes on 2 cores)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "mws_batch-tcwae.json"))
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    steps = H.scale_config(H.PAPERS["tcwae"], "cpu")["train"]["steps"]
+    ck = Path(a.checkpoint) if a.checkpoint else (ROOT / "results" / "campaign" / "paper_curves" / "tcwae" / ROW / "run"
+                                                  / f"step_{steps:07d}")
+    if not (ck / "config.json").is_file():
+        raise SystemExit(f"diagnose_mws_batch: no checkpoint at {ck} (run tools/campaign.py --stage curves-tcwae, or pass "
+                         "--checkpoint)")
+    res = dict(row=ROW, checkpoint=str(ck.relative_to(ROOT)) if ck.is_relative_to(ROOT) else str(ck), cpu_steps=steps,
+               self_share_batch_64_run=measure_shares(load_model(ck, device="cpu")))
+    for b, s in res["self_share_batch_64_run"].items():
+        print(f"batch-64 run, estimate at batch {b:>5}: self-share {s['joint']:.3f} (joint), {s['per_latent']:.3f} per latent")
+    if a.pilot:
+        res["pilot"] = pilot(ck, steps)
+        for k, v in res["pilot"].items():
+            print(f"{k}: {v['steps']:,} steps, {v['images']:,} images: MIG {v['mig']:.3f}, FactorVAE {v['factorvae']:.3f}, "
+                  f"SAP {v['sap']:.3f}, Rec {v['rec']:.2f}")
+    res["machine"] = dict(cpu=platform.processor() or platform.machine(), threads=a.threads, torch=torch.__version__)
+    Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
