@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "tools"))   # tools/paper_curves.py
 ROW = "tcwae_mws_beta50_xent_gamma100"
 BATCHES = (64, 256, 1024)
 
@@ -62,45 +62,27 @@ def measure_shares(model, repeats: int = 4) -> dict:
     return out
 
 
-def _row_setup(batch: int, steps: int):
-    "The MWS row at the quick scale's settings (the curves'), with `batch` and `steps`: (paper, table, spec, ds, rc, opts)."
-    from disentbook.repro import harness as H
-    paper = H.PAPERS["tcwae"]
-    cfg = H.scale_config(paper, "quick")
-    opts = {**H.HARNESS_OPTIONS, **paper.options, "scale": "quick"}
-    table = next(t for t in paper.tables if t.name == "Table 1a")
-    spec = next(s for s in table.specs(cfg, opts) if s["slug"] == ROW)
-    ds = table.dataset_name(opts)
-    rc = H.run_cfg(table.run_config(cfg), spec, ds)
-    return paper, table, spec, ds, dict(rc, train=dict(rc["train"], steps=int(steps), batch_size=int(batch))), opts
-
-
-def cpu_evaluation(model, paper, table, spec, ds, data) -> dict:
+def cpu_evaluation(model, paper, spec, data) -> dict:
     "The `cpu` scale's evaluation of the row (seed 0): reconstruction, MIG, FactorVAE score, SAP."
     from disentbook.repro import harness as H
-    rc = H.run_cfg(table.run_config(H.scale_config(paper, "cpu")), spec, ds)
+    table = next(t for t in paper.tables if t.name == "Table 1a")
+    rc = H.run_cfg(table.run_config(H.scale_config(paper, "cpu")), spec, table.dataset_name({**paper.options, "scale": "cpu"}))
     m = paper.evaluate(model.eval(), data, rc, 0, spec)
     return {k: round(float(m[k]), 4) for k in ("rec", "mig", "factorvae", "sap")}
 
 
 def pilot(batch_64_checkpoint: Path, cpu_steps: int) -> dict:
-    "Train the row at batch 256 on cpu_steps x 64 images, score it and the batch-64 run by the cpu evaluation."
-    import torch
-    from disentbook.core import seed_everything
-    from disentbook.repro import harness as H
-    from disentbook.train import Trainer, load_model
+    """Train the row at batch 256 on cpu_steps x 64 images (the learning curves' setup, `paper_curves._setup`, in a
+    temporary folder), score it and the batch-64 run by the cpu evaluation."""
+    from disentbook.train import load_model
+    import paper_curves as PC
     steps = cpu_steps * 64 // 256
-    paper, table, spec, ds, rc, opts = _row_setup(256, steps)
-    data = H.load_data(paper, ds, rc, 0, opts)
-    seed_everything(0)
-    model = (paper.model or H.default_model)(spec, data, rc)
-    obj = H.build_objective(spec, data, model, rc)
     with tempfile.TemporaryDirectory() as d:
-        tr = Trainer(model, obj, H._sampler_fn(paper, data)("cpu"), H.train_config(rc, 0, "cpu", data, True, "auto"), out_dir=d)
+        tr, data, rc, spec, paper = PC._setup("tcwae", ROW, steps, train=dict(batch_size=256), run=Path(d) / "run")
         t0 = time.monotonic(); tr.fit(); secs = time.monotonic() - t0
-        got256 = cpu_evaluation(tr.model, paper, table, spec, ds, data)
+        got256 = cpu_evaluation(tr.model, paper, spec, data)
         shares256 = measure_shares(tr.model)
-    got64 = cpu_evaluation(load_model(batch_64_checkpoint, device="cpu"), paper, table, spec, ds, data)
+    got64 = cpu_evaluation(load_model(batch_64_checkpoint, device="cpu"), paper, spec, data)
     return dict(batch_64=dict(steps=cpu_steps, images=cpu_steps * 64, **got64),
                 batch_256=dict(steps=steps, images=steps * 256, train_seconds=round(secs, 1), precision=tr.precision,
                                self_share=shares256, **got256))

@@ -1,7 +1,7 @@
 """tools/campaign.py, the CPU campaign, at a tiny scale: a learning curve cut short by its budget goes on from its last
 checkpoint to the weights of one straight run, its rows land as CSV + PNG, the ledger says partial then ok, the pause
 file holds it, the length rule is the one written down, and bad inputs are one-line errors."""
-import importlib.util, json, sys, threading, time
+import csv, importlib.util, json, sys, threading, time
 from pathlib import Path
 
 import pytest
@@ -230,7 +230,7 @@ def test_pilots_are_listed_and_not_shipped():
     lines = D.pilot_lines()
     for n in TP.PILOTS:
         line = next(l for l in lines if l.startswith(f"- `{n}`"))
-        rows = list(__import__("csv").DictReader((C.CURVES / f"{D.curve_stem(n)}.csv").open()))
+        rows = list(csv.DictReader((C.CURVES / f"{D.curve_stem(n)}.csv").open()))
         assert f"{float(rows[-1]['mig']):.3f} at {int(rows[-1]['steps']):,}" in line and "not shipped" in line
         assert not (ROOT / "disentbook" / "assets" / "pretrained" / f"{n}.pt").exists()
     assert D._names(None) == D.DSPRITES

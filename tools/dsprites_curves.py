@@ -321,7 +321,7 @@ def pilot_lines() -> list[str]:
     "Markdown lines on the piloted recipes (`_pilots()`) whose curves exist: recipe, MIG along the run, why it does not ship."
     import train_pretrained as TP
     L = []
-    for n, why in TP.PILOTS.items():
+    for n, why in _pilots().items():
         f = C.CURVES / f"{curve_stem(n)}.csv"                 # the committed curve (the runs stay on the machine)
         if not f.is_file(): continue
         rows = sorted(csv.DictReader(f.open()), key=lambda r: int(r["steps"]))

@@ -67,8 +67,9 @@ def out_dir(paper: str) -> Path:
     return campaign.RESULTS / "paper_curves" / paper
 
 
-def _setup(paper_name: str, slug: str, steps: int):
-    "(trainer, data, run cfg, spec, paper) of one headline row at `steps`, resumed from its checkpoint when there is one."
+def _setup(paper_name: str, slug: str, steps: int, train: dict | None = None, run: Path | None = None):
+    """(trainer, data, run cfg, spec, paper) of one headline row at `steps`, resumed from its checkpoint when there is one;
+    `train` overrides training settings (e.g. the batch size of a pilot), `run` the run folder (default: the curve's)."""
     import disentbook  # noqa: F401  (registers every paper)
     import campaign
     from disentbook.core import seed_everything
@@ -82,13 +83,13 @@ def _setup(paper_name: str, slug: str, steps: int):
     spec = next(s for s in table.specs(cfg, opts) if s["slug"] == slug)
     ds = table.dataset_name(opts)
     rc = H.run_cfg(table.run_config(cfg), spec, ds)
-    rc = dict(rc, train=dict(rc["train"], steps=int(steps), ckpt_every=campaign.CHUNK))
+    rc = dict(rc, train=dict(rc["train"], **(train or {}), steps=int(steps), ckpt_every=campaign.CHUNK))
     data = H.load_data(paper, ds, rc, 0, opts)
     seed_everything(0)
     model = (paper.model or H.default_model)(spec, data, rc)
     objective = H.build_objective(spec, data, model, rc)
     sampler = H._sampler_fn(paper, data)("cpu")
-    run = out_dir(paper_name) / slug / "run"
+    run = out_dir(paper_name) / slug / "run" if run is None else Path(run)
     trainer = Trainer(model, objective, sampler, H.train_config(rc, 0, "cpu", data, False, "auto"), out_dir=run)
     if (run / "checkpoint" / "config.json").is_file(): trainer.load(run / "checkpoint")
     return trainer, data, rc, spec, paper

@@ -68,40 +68,44 @@ def table_markdown(rows: list[dict], table: Table) -> str:
     return "\n".join(L)
 
 # %% ../../nbs/08h_report.ipynb #51c85526
-def _modes(ctx) -> list[str]:
-    """How each run trained (the `mode` the engine writes into each run's eval.json, or its copy in the results when the
-    run folders are gone), counted per mode."""
-    counts, why, seen = {}, {}, set()
+def _run_evals(ctx) -> list[dict]:
+    """Each run's eval.json, once per run (a run two tables share counts once); where the run folder is gone, its mode
+    from the results (`{"mode": ...}`) or {}."""
+    evals, seen = [], set()
     for t, specs in ctx.specs.items():
         for s in specs:
             runs = ctx.results.get(t, {}).get(ctx.row(s), [])
             for i, seed in enumerate(ctx.seeds):
-                if (ctx.datasets[t], s["slug"], seed) in seen: continue      # a run two tables share counts once
+                if (ctx.datasets[t], s["slug"], seed) in seen: continue
                 seen.add((ctx.datasets[t], s["slug"], seed))
                 f = run_dir(ctx.out, ctx.datasets[t], s, seed) / "eval.json"
                 try: e = json.loads(f.read_text())
                 except (OSError, ValueError): e = {"mode": runs[i].get("mode")} if i < len(runs) and isinstance(runs[i], dict) else {}
-                m = e.get("mode") or e.get("metrics", {}).get("mode")
-                if not isinstance(m, dict): continue
-                key = (str(m.get("mode")) + (f", {m['precision']}" if m.get("precision") else ""), str(m.get("members", "")))
-                counts[key] = counts.get(key, 0) + 1
-                if m.get("why"): why.setdefault(key, str(m["why"]) + (f"; {m['fallback']}" if m.get("fallback") else ""))
+                evals.append(e if isinstance(e, dict) else {})
+    return evals
+
+def _modes(evals: list[dict]) -> list[str]:
+    """How each run trained (the `mode` the engine writes into each run's eval.json, or its copy in the results when the
+    run folders are gone), counted per mode; `evals` from `_run_evals`."""
+    counts, why = {}, {}
+    for e in evals:
+        m = e.get("mode") or (e.get("metrics") or {}).get("mode")
+        if not isinstance(m, dict): continue
+        key = (str(m.get("mode")) + (f", {m['precision']}" if m.get("precision") else ""), str(m.get("members", "")))
+        counts[key] = counts.get(key, 0) + 1
+        if m.get("why"): why.setdefault(key, str(m["why"]) + (f"; {m['fallback']}" if m.get("fallback") else ""))
     return [f"{n} run(s) {mode}" + (f" ({mem} members)" if mem not in ("", "None", "1") else "") + (f": {why[(mode, mem)]}" if (mode, mem) in why else "")
             for (mode, mem), n in counts.items()]
 
-def _run_seconds(ctx) -> list[str]:
+def _run_seconds(evals: list[dict]) -> list[str]:
     """One line on the runs' own training time (`train_seconds_run` of each run's eval.json: every call that trained it,
-    a run cut short and resumed included), or nothing when no run recorded it."""
-    got, unknown, seen = [], 0, set()
-    for t, specs in ctx.specs.items():
-        for s in specs:
-            for seed in ctx.seeds:
-                if (ctx.datasets[t], s["slug"], seed) in seen: continue
-                seen.add((ctx.datasets[t], s["slug"], seed))
-                try: v = json.loads((run_dir(ctx.out, ctx.datasets[t], s, seed) / "eval.json").read_text())["metrics"].get("train_seconds_run")
-                except (OSError, ValueError, KeyError, AttributeError): continue
-                if isinstance(v, (int, float)) and math.isfinite(v): got.append(float(v))
-                else: unknown += 1
+    a run cut short and resumed included), or nothing when no run recorded it; `evals` from `_run_evals`."""
+    got, unknown = [], 0
+    for e in evals:
+        if not isinstance(e.get("metrics"), dict): continue               # the run folder is gone
+        v = e["metrics"].get("train_seconds_run")
+        if isinstance(v, (int, float)) and math.isfinite(v): got.append(float(v))
+        else: unknown += 1
     if not got: return []
     return [f"Training time of the runs (each run's own wall time over every call that trained it): {sum(got) / 3600:.2f} "
             f"hours in all, {min(got):.0f}-{max(got):.0f} s per run ({len(got)} runs)" + (
@@ -167,9 +171,10 @@ def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=No
     L = [f"# {p.title} reproduced — {ctx.scale} scale", "", *([header, ""] if header else []),
          f"device: {getattr(ctx, 'device_name', None) or ctx.device}; this call {seconds:.0f} s (training and evaluation {train_seconds:.0f} s; runs an earlier call finished are reused); seeds "
          f"{ctx.seeds}; training {json.dumps(cfg['train'])}.", ""]
-    modes = _modes(ctx)
+    evals = _run_evals(ctx)
+    modes = _modes(evals)
     if modes: L += ["How each run trained: " + "; ".join(modes) + ".", ""]
-    rs = _run_seconds(ctx)
+    rs = _run_seconds(evals)
     if rs: L += [*rs, ""]
     if p.notes: L += list(p.notes(ctx)) + [""]
     if ctx.scale == "smoke":
