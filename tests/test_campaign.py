@@ -111,3 +111,23 @@ def test_stages_landed_by_an_earlier_session_are_done(capsys, tmp_path):
     assert G.main(["--list", "--results", str(other), "--ledger", str(ledger)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not readable JSON" in err
+
+
+def test_unpack_leaves_landed_stages_alone(capsys, tmp_path, monkeypatch):
+    "A stage the ledger says landed (same finish time) is not unpacked again: a report re-judged since stays as it is."
+    import argparse
+    res, ledger, root = tmp_path / "results", tmp_path / "gpu_campaign.json", tmp_path / "checkout"
+    res.mkdir()
+    monkeypatch.setattr(G, "ROOT", root)
+    rec = dict(stage="vae", status="ok", returncode=0, device="NVIDIA H100 80GB HBM3", tiny=False, seconds=300.0,
+               finished="2026-11-24 10:00:00 UTC", files=["vae/report.md"])
+    G.write_archive(G.archive_path(res, "vae"), {"vae/stage.json": json.dumps(rec).encode(), "vae/report.md": b"as trained"})
+    a = argparse.Namespace(results=res, ledger=ledger)
+    assert G.unpack(a) == 0 and (root / "reports/vae-gpu/report.md").read_text() == "as trained"
+    (root / "reports/vae-gpu/report.md").write_text("re-judged")
+    assert G.unpack(a) == 0 and (root / "reports/vae-gpu/report.md").read_text() == "re-judged"
+    assert "landed earlier" in capsys.readouterr().out
+    # the same stage run again (a later finish time) lands again
+    G.write_archive(G.archive_path(res, "vae"), {"vae/stage.json": json.dumps(dict(rec, finished="2026-11-25 10:00:00 UTC")).encode(),
+                                                  "vae/report.md": b"run again"})
+    assert G.unpack(a) == 0 and (root / "reports/vae-gpu/report.md").read_text() == "run again"

@@ -348,10 +348,12 @@ def run_stage(a, stage: str) -> dict:
 
 def unpack(a) -> int:
     "Put what the GPU stages returned into the checkout: the throughput table, reports/<paper>-gpu/, the pretrained models."
-    n = 0
+    n, landed = 0, read_ledger(a.ledger)
     for stage in STAGES:
         rec = stage_record(a.results, stage)
         if not rec or rec["status"] != "ok" or rec.get("tiny"): continue         # a CPU rehearsal never lands in the checkout
+        if landed.get(stage, {}).get("finished") == rec.get("finished"):         # landed before: what the checkout made of it
+            print(f"{stage}: landed earlier ({rec.get('finished')}), left as it is in the checkout"); continue   # (a re-judged report) stays
         for name, data in read_archive(archive_path(a.results, stage)).items():
             top, _, rel = name.partition("/")
             if top != stage or rel in ("stage.json", "log.txt") or rel.startswith("histories/"): continue
