@@ -72,9 +72,11 @@ def cmd_reproduce(args):
         from disentbook.repro.plan import check_budget, plan, plan_text
         p = plan(args.name, args.scale, seed=args.seed, **extra); print(plan_text(p)); check_budget(p); return 0
     if getattr(args, "rejudge", False):                            # the current judge on finished runs; nothing trains
-        from disentbook.repro.harness import PAPERS, rejudge
+        from disentbook.repro.harness import PAPERS, finish_from_runs, rejudge
         if args.name not in PAPERS: raise InputError(f"--rejudge: {args.name!r} is not a harness reproduction")
-        with run_lock(out): r = rejudge(PAPERS[args.name], out)
+        with run_lock(out):                                        # no report yet, every run evaluated: finish it
+            r = (rejudge(PAPERS[args.name], out) if (out / "metrics.json").exists() or not (out / "runs").is_dir() else
+                 finish_from_runs(PAPERS[args.name], out, args.scale, args.seed, **extra))
         print(Path(r["report_path"]).read_text()); return 0
     resolve_device(args.device)                                    # before any data work
     if getattr(args, "threads", None) is not None: torch.set_num_threads(int(args.threads))
@@ -267,7 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "the estimated device minutes from benchmarks/throughput.json (cpu: hours from the CPU rates measured "
                    "along the learning curves), train nothing; a gpu plan over budget is an error")
     r.add_argument("--rejudge", action="store_true", help="judge the finished reproduction in --out again with this version's "
-                   "judge (claims, gates, table, report) from its metrics.json; nothing trains, figures are kept")
+                   "judge (claims, gates, table, report) from its metrics.json; nothing trains, figures are kept. A folder without a "
+                   "report whose every run finished (a call stopped before its report) is judged from the runs' eval.json "
+                   "at --scale")
     r.add_argument("--threads", type=int_at_least(1), help="torch CPU threads (default: torch's choice)")
     r.set_defaults(func=cmd_reproduce)
 

@@ -22,7 +22,7 @@ def test_list_and_bad_inputs(capsys, tmp_path):
     assert G.main(["--results", str(tmp_path)]) == 2
     assert "--stage NAME, --next or --all" in capsys.readouterr().err
     if not torch.cuda.is_available():                                                              # a GPU stage here
-        assert G.main(["--stage", "dipvae", "--results", str(tmp_path)]) == 2
+        assert G.main(["--stage", "dipvae", "--results", str(tmp_path), "--ledger", ""]) == 2   # not landed (no ledger)
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "needs a CUDA GPU" in err and "--device cpu --tiny" in err
     assert G.main(["--wheels", "--dry-run"]) == 0

@@ -166,6 +166,29 @@ def test_rejudge_applies_this_judge_to_finished_runs_without_training(toy, tmp_p
     with pytest.raises(InputError, match="holds a 'other' reproduction"): H.rejudge(H.PAPERS["toy_test"], tmp_path)
 
 
+def test_rejudge_finishes_a_call_stopped_before_its_report(toy, tmp_path, monkeypatch, capsys):
+    "A folder whose every run finished but whose call stopped before the report: `--rejudge` judges it from the runs' eval.json."
+    fn, calls = toy
+    full = fn("quick", out_dir=tmp_path, device="cpu", seed=3)
+    for f in ("metrics.json", "report.md", "table.csv"): (tmp_path / f).unlink()
+    def no_training(*a, **k): raise AssertionError("finishing trained")
+    monkeypatch.setattr(H, "train_group", no_training)
+    n = len(calls)
+    assert main(["reproduce", "toy_test", "--out", str(tmp_path), "--rejudge", "--scale", "quick", "--seed", "3"]) == 0
+    r = json.loads((tmp_path / "metrics.json").read_text())
+    assert len(calls) == n and r["table"] == full["table"] and r["claims"][0]["verdict"] == full["claims"][0]["verdict"]
+    assert math.isnan(r["seconds"]) and "finish_from_runs" in (tmp_path / "report.md").read_text()
+    assert main(["reproduce", "toy_test", "--out", str(tmp_path), "--rejudge"]) == 0      # then an ordinary re-judge
+    capsys.readouterr()
+    # a run not evaluated (or evaluated at other settings): a one-line error naming it
+    (tmp_path / "metrics.json").unlink()
+    sorted(tmp_path.glob("runs/*/*/seed4/eval.json"))[0].unlink()
+    assert main(["reproduce", "toy_test", "--out", str(tmp_path), "--rejudge", "--scale", "quick", "--seed", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "1 of 4 runs have no evaluation" in err and "--resume" in err
+    assert main(["reproduce", "toy_test", "--out", str(tmp_path / "empty"), "--rejudge"]) == 2
+
+
 def test_seed_before_model_gives_identical_runs(toy, tmp_path):
     fn, _ = toy
     a = fn("smoke", out_dir=tmp_path / "a", device="cpu")["results"]["T"]

@@ -122,7 +122,7 @@ def read_ledger(path) -> dict:
 def landed(ledger, stage: str) -> dict | None:
     "The ledger's record of `stage` when it landed from a GPU run (never a CPU rehearsal), else None."
     r = read_ledger(ledger).get(stage)
-    return r if isinstance(r, dict) and r.get("status") == "ok" and not r.get("tiny") else None
+    return r if isinstance(r, dict) and r.get("status") in ("ok", "collected") and not r.get("tiny") else None
 
 
 def done(results: Path, stage: str, ledger=None) -> bool:
@@ -351,9 +351,11 @@ def unpack(a) -> int:
     n, landed = 0, read_ledger(a.ledger)
     for stage in STAGES:
         rec = stage_record(a.results, stage)
-        if not rec or rec["status"] != "ok" or rec.get("tiny"): continue         # a CPU rehearsal never lands in the checkout
+        if not rec or rec.get("tiny"): continue                                   # a CPU rehearsal never lands in the checkout
         if landed.get(stage, {}).get("finished") == rec.get("finished"):         # landed before: what the checkout made of it
             print(f"{stage}: landed earlier ({rec.get('finished')}), left as it is in the checkout"); continue   # (a re-judged report) stays
+        if rec["status"] == "timeout" and stage in PAPERS: n += finish_cut_stage(a, stage, rec)
+        if rec["status"] != "ok": continue
         for name, data in read_archive(archive_path(a.results, stage)).items():
             top, _, rel = name.partition("/")
             if top != stage or rel in ("stage.json", "log.txt") or rel.startswith("histories/"): continue
@@ -372,6 +374,48 @@ def unpack(a) -> int:
     return 0
 
 
+def finish_cut_stage(a, stage: str, rec: dict) -> int:
+    """A paper stage cut at its limit after every run finished (each run's eval.json came back, the report did not): judge
+    it here from the runs (`finish_from_runs`: nothing trains, the figures that call drew are kept), land it in
+    reports/<paper>-gpu/ and record it in the ledger as `collected`. Returns the files landed; a stage with runs left lands
+    nothing and stays to be run again."""
+    files = read_archive(archive_path(a.results, stage))
+    if f"{stage}/metrics.json" in files or not any(n.endswith("/eval.json") for n in files): return 0
+    sys.path.insert(0, str(ROOT))
+    from disentbook.core import InputError
+    from disentbook.repro.harness import PAPERS as REPROS, finish_from_runs
+    said = (f"Measured on: {rec['device']}; tools/gpu_campaign.py stage {stage!r}, {rec['finished']} (stopped at its "
+            f"{float(rec.get('limit_s', 0)):.0f}-s limit after its last run, before its report).")
+    with tempfile.TemporaryDirectory(prefix=f"collect_{stage}_") as tmp:
+        work = Path(tmp) / stage
+        for name, data in files.items():
+            top, _, rel = name.partition("/")
+            if top != stage or rel in ("stage.json", "log.txt"): continue
+            (work / rel).parent.mkdir(parents=True, exist_ok=True); (work / rel).write_bytes(data)
+        try: finish_from_runs(REPROS[stage], work, "gpu", device_name=rec["device"], notes=[said])
+        except InputError as e:
+            print(f"{stage}: cut at its limit before every run finished ({e}): run the stage again"); return 0
+        dest, n = ROOT / "reports" / f"{stage}-gpu", 0
+        for p in sorted(work.rglob("*")):
+            if not p.is_file() or p.name.startswith("."): continue
+            d = dest / p.relative_to(work); d.parent.mkdir(parents=True, exist_ok=True); shutil.copy2(p, d); n += 1
+    if a.ledger is not None:
+        stages = read_ledger(a.ledger)
+        stages[stage] = {k: v for k, v in rec.items() if k != "files"} | dict(
+            status="collected", unpacked=f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+        _write_ledger_file(a.ledger, stages)
+    print(f"{stage}: cut at its limit after its last run; judged here from its runs into {dest.relative_to(ROOT)} ({n} files)")
+    return n
+
+
+def _write_ledger_file(path, stages: dict):
+    body = dict(note="GPU campaign stages that landed in this checkout (tools/gpu_campaign.py --unpack); a stage listed "
+                     "here is done: --next and --all go on with the others, --redo runs it again. `collected`: cut at its "
+                     "limit after its last run and judged from the runs by --unpack.", stages=stages)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(body, indent=1) + "\n")
+
+
 def write_ledger(a):
     "Record every GPU stage that landed (its stage.json, when it was unpacked) in the ledger the next session reads."
     stages = read_ledger(a.ledger)
@@ -380,10 +424,7 @@ def write_ledger(a):
         rec = stage_record(a.results, stage)
         if rec and rec["status"] == "ok" and not rec.get("tiny"):
             stages[stage] = {k: v for k, v in rec.items() if k != "files"} | dict(unpacked=now)
-    body = dict(note="GPU campaign stages that landed in this checkout (tools/gpu_campaign.py --unpack); a stage listed "
-                     "here is done: --next and --all go on with the others, --redo runs it again.", stages=stages)
-    Path(a.ledger).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.ledger).write_text(json.dumps(body, indent=1) + "\n")
+    _write_ledger_file(a.ledger, stages)
     print(f"ledger: {Path(a.ledger)} ({', '.join(stages)})")
 
 
@@ -432,7 +473,8 @@ def main(argv=None) -> int:
         if a.list:
             for s in STAGES:
                 r, l = stage_record(a.results, s), landed(a.ledger, s)
-                state = f"{r['status']} ({r['seconds']:.0f} s on {r['device']})" if r else \
+                state = f"collected (cut at its limit after its last run, judged from its runs; {l['seconds']:.0f} s on {l['device']})" \
+                    if l and l.get("status") == "collected" else f"{r['status']} ({r['seconds']:.0f} s on {r['device']})" if r else \
                     f"landed ({l['seconds']:.0f} s on {l['device']}, {l.get('finished', '')})" if l else "not run"
                 print(f"{s:<12} {state:<60} {WHAT[s]}")
             return 0

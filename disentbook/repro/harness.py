@@ -29,7 +29,7 @@ from .outdir import *
 from .reference import *
 
 # %% auto #0
-__all__ = ['reproduce', 'read_metrics', 'rejudge', 'register_reproduction']
+__all__ = ['reproduce', 'finish_from_runs', 'read_metrics', 'rejudge', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #01b382a8
 def _jobs(paper, ctx, cfg, out, dev) -> tuple[list, list]:
@@ -83,9 +83,7 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
     out, dev = Path(out_dir or f"results/{paper.name}-{scale}"), default_device(device)
     if runner is None: runner = "ensemble" if scale == "gpu" and dev.type == "cuda" else "local"
     if runner not in RUNNERS: raise InputError(f"runner: expected one of {RUNNERS}, got {runner!r}")
-    opts = {k: str(v) if isinstance(v, os.PathLike) else v
-            for k, v in {**HARNESS_OPTIONS, **paper.options, **options, "scale": scale}.items()}
-    seeds = [int(seed) + i for i in range(int(cfg["seeds"]))]
+    opts, seeds = _options(paper, scale, options), [int(seed) + i for i in range(int(cfg["seeds"]))]
     prepare_out(out, overwrite, resume)
     try:
         t0 = time.perf_counter()
@@ -97,6 +95,44 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
         for tname, s, sd, j in where: ctx.results.setdefault(tname, {}).setdefault(ctx.row(s), []).append(res[j])
         train_seconds = time.perf_counter() - t0
         return _finish(ctx, train_seconds, t0)
+    finally:
+        release_out(out)
+
+def _options(paper: Paper, scale: str, options: dict) -> dict:
+    return {k: str(v) if isinstance(v, os.PathLike) else v
+            for k, v in {**HARNESS_OPTIONS, **paper.options, **options, "scale": scale}.items()}
+
+def finish_from_runs(paper: Paper, out_dir, scale: str, seed: int = 0, device_name: str | None = None, notes=(), **options) -> dict:
+    """Finish a reproduction whose every run finished (its `eval.json`, with this scale's settings) but whose call stopped
+    before the report (a time limit): gates, cells, claims, `table.csv`, `report.md` and `metrics.json` from the runs'
+    evaluations, the figures that call drew kept; nothing trains. The untrained-network references are measured here, on
+    the CPU. `device_name`: what trained the runs, for the report; `notes`: lines the report and a later re-judge keep.
+    A run without a finished evaluation is a one-line error: resume the reproduction instead."""
+    out, cfg = Path(out_dir), scale_config(paper, scale)
+    if (out / "metrics.json").exists(): raise InputError(f"{out} holds a finished report: re-judge it (--rejudge) instead")
+    if not (out / "runs").is_dir(): raise InputError(f"{out} holds no runs/ folder: nothing to collect")
+    prepare_out(out, resume=True)
+    try:
+        ctx = Context(paper, scale, cfg, out, torch.device("cpu"), _options(paper, scale, options),
+                      [int(seed) + i for i in range(int(cfg["seeds"]))])
+        jobs, where = _jobs(paper, ctx, cfg, out, ctx.device)
+        saved = [run_dir(out, j["dataset"], j["spec"], int(j["seed"])) / "eval.json" for j in jobs]
+        evals = [json.loads(f.read_text()) if f.exists() else {} for f in saved]
+        lack = [f.parent.relative_to(out).as_posix() for f, e, j in zip(saved, evals, jobs) if e.get("settings") != run_settings(j)]
+        if lack: raise InputError(f"{len(lack)} of {len(jobs)} runs have no evaluation with the {scale} scale's settings "
+                                  f"(first: {lack[0]}): resume the reproduction (--resume) to train them")
+        for tname, s, sd, j in where: ctx.results.setdefault(tname, {}).setdefault(ctx.row(s), []).append(evals[j]["metrics"])
+        ctx.device_name, ctx.notes = device_name or "not recorded (the runs' device)", [str(n) for n in notes]
+        run_s = sum(float(e["metrics"].get("train_seconds_member_share", e["metrics"].get("train_seconds", 0.0)))
+                    + float(e["metrics"].get("eval_seconds", 0.0)) for e in evals)
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        first = f"the runs' eval.json, collected {when} after the reproduction stopped before its report"
+        note = (f"Judged {when} by `finish_from_runs` from the {len(jobs)} runs' eval.json: the reproduction stopped after its last run, "
+                "before its report; nothing retrained, figures as that call drew them, references measured on a CPU; "
+                "training and evaluation time: the runs' own (a run in an ensemble: its share).")
+        figs = sorted(p.name for p in out.glob("*.png"))
+        return _finish(ctx, run_s, 0.0, figures=figs, seconds=float("nan"), extra=dict(rejudged=dict(when=when, trained=first)),
+                       header=" ".join([note, *ctx.notes]))
     finally:
         release_out(out)
 

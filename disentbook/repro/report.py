@@ -169,7 +169,10 @@ def claim_lines(claims: list[dict]) -> list[str]:
 def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=None, header: str | None = None) -> str:
     cfg, p = ctx.cfg, ctx.paper
     L = [f"# {p.title} reproduced — {ctx.scale} scale", "", *([header, ""] if header else []),
-         f"device: {getattr(ctx, 'device_name', None) or ctx.device}; this call {seconds:.0f} s (training and evaluation {train_seconds:.0f} s; runs an earlier call finished are reused); seeds "
+         f"device: {getattr(ctx, 'device_name', None) or ctx.device}; " + (f"this call {seconds:.0f} s (training and evaluation "
+         f"{train_seconds:.0f} s; runs an earlier call finished are reused)" if math.isfinite(seconds) else
+         f"wall time not recorded (the call stopped before its report); the runs' training and evaluation {train_seconds:.0f} s")
+         + f"; seeds "
          f"{ctx.seeds}; training {json.dumps(cfg['train'])}.", ""]
     evals = _run_evals(ctx)
     modes = _modes(evals)
