@@ -107,7 +107,7 @@ def test_every_gpu_plan_fits_its_share_with_five_seeds():
 def test_cli_prints_the_plan_and_refuses_one_over_budget(capsys):
     assert main(["reproduce", "dipvae", "--scale", "gpu", "--plan"]) == 0
     out = capsys.readouterr().out
-    assert "plan: dipvae at scale gpu: 15 runs in 3 groups" in out and "device minutes" in out
+    assert "plan: dipvae at scale gpu: 20 runs in 3 groups" in out and "device minutes" in out
     measured = P.load_throughput()["measured"]
     assert ("measured" if measured else "not measured here") in out and "13,000" in out
     assert "within it" in out or ("the budget gives, not the length" in out and "learning curves" in out)
