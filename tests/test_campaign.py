@@ -131,3 +131,9 @@ def test_unpack_leaves_landed_stages_alone(capsys, tmp_path, monkeypatch):
     G.write_archive(G.archive_path(res, "vae"), {"vae/stage.json": json.dumps(dict(rec, finished="2026-11-25 10:00:00 UTC")).encode(),
                                                   "vae/report.md": b"run again"})
     assert G.unpack(a) == 0 and (root / "reports/vae-gpu/report.md").read_text() == "run again"
+
+
+def test_plan_minutes_read_from_the_stage_log():
+    "A paper stage records the training minutes its plan printed, so --list sets them beside the measured seconds."
+    log = "plan: ...\ntotal: 7,680,000 images, 2.3 device minutes (training only; evaluation not included)\nbudget: 3 minutes"
+    assert G.plan_minutes(log) == 2.3 and G.plan_minutes("no plan here") is None

@@ -172,6 +172,13 @@ def run(cmd: list[str], log: list[str], limit: float, env: dict | None = None) -
     return rc, time.perf_counter() - t0
 
 
+def plan_minutes(log_text: str) -> float | None:
+    "The training minutes a paper stage's `--plan` printed (its 'total: ... N device minutes' line), else None."
+    import re
+    m = re.search(r"^total: .*?([0-9.]+) device minutes", log_text, re.M)
+    return float(m.group(1)) if m else None
+
+
 # ---------------------------------------------------------------- the stages
 def stage_contact(a, work: Path, log: list) -> tuple[int, dict]:
     out = work / "first_contact.json"
@@ -329,7 +336,7 @@ def run_stage(a, stage: str) -> dict:
     seconds = time.perf_counter() - t0
     status = "ok" if rc == 0 else "timeout" if rc == 124 else "failed"
     rec = dict(stage=stage, status=status, returncode=rc, device=a.device_name, tiny=bool(a.tiny), seconds=round(seconds, 1),
-               limit_s=a.limit, finished=f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S} UTC",
+               limit_s=a.limit, **({"plan_minutes": plan_minutes("\n".join(log))} if stage in PAPERS else {}), finished=f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S} UTC",
                command=f"python3 tools/gpu_campaign.py --stage {stage}" + (" --device cpu --tiny" if a.tiny else ""),
                files=sorted(files))
     files[f"{stage}/stage.json"] = (json.dumps(rec, indent=1) + "\n").encode()
@@ -473,9 +480,11 @@ def main(argv=None) -> int:
         if a.list:
             for s in STAGES:
                 r, l = stage_record(a.results, s), landed(a.ledger, s)
-                state = f"collected (cut at its limit after its last run, judged from its runs; {l['seconds']:.0f} s on {l['device']})" \
-                    if l and l.get("status") == "collected" else f"{r['status']} ({r['seconds']:.0f} s on {r['device']})" if r else \
-                    f"landed ({l['seconds']:.0f} s on {l['device']}, {l.get('finished', '')})" if l else "not run"
+                pm = (r or l or {}).get("plan_minutes")
+                planned = f"; planned {pm:g} training minutes" if isinstance(pm, (int, float)) else ""
+                state = f"collected (cut at its limit after its last run, judged from its runs; {l['seconds']:.0f} s on {l['device']}{planned})" \
+                    if l and l.get("status") == "collected" else f"{r['status']} ({r['seconds']:.0f} s on {r['device']}{planned})" if r else \
+                    f"landed ({l['seconds']:.0f} s on {l['device']}, {l.get('finished', '')}{planned})" if l else "not run"
                 print(f"{s:<12} {state:<60} {WHAT[s]}")
             return 0
         if a.device.startswith("cpu") and not a.tiny:
