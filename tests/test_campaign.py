@@ -137,3 +137,20 @@ def test_plan_minutes_read_from_the_stage_log():
     "A paper stage records the training minutes its plan printed, so --list sets them beside the measured seconds."
     log = "plan: ...\ntotal: 7,680,000 images, 2.3 device minutes (training only; evaluation not included)\nbudget: 3 minutes"
     assert G.plan_minutes(log) == 2.3 and G.plan_minutes("no plan here") is None
+
+
+def test_unpack_measures_the_references_a_gpu_stage_left_for_later(tmp_path, monkeypatch, capsys):
+    "A paper stage run with references=later is re-judged by --unpack (references measured on the CPU); others are left alone."
+    from disentbook.repro import harness as H
+    monkeypatch.setattr(G, "ROOT", tmp_path)
+    seen = []
+    monkeypatch.setattr(H, "rejudge", lambda paper, out: seen.append((paper.name, Path(out).name)))
+    out = tmp_path / "reports" / "dipvae-gpu"; out.mkdir(parents=True)
+    (out / "metrics.json").write_text(json.dumps(dict(paper="dipvae", options=dict(references="here"), notes=[])))
+    G.judge_deferred("dipvae"); assert seen == []
+    (out / "metrics.json").write_text(json.dumps(dict(paper="dipvae", options=dict(references="later"), notes=["Measured on: X"])))
+    G.judge_deferred("dipvae"); assert seen == [("dipvae", "dipvae-gpu")]
+    notes = json.loads((out / "metrics.json").read_text())["notes"]
+    assert notes[0] == "Measured on: X" and "measured on a CPU" in notes[1]
+    G.judge_deferred("tcwae")                                          # no report: nothing to do
+    assert len(seen) == 1

@@ -116,7 +116,7 @@ def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
     fn, calls = toy
     import inspect
     assert list(inspect.signature(fn).parameters) == ["scale", "out_dir", "device", "seed", "overwrite", "resume", "runner",
-                                                      "ray_address", "allow_eager", "precision", "extra"]
+                                                      "ray_address", "allow_eager", "precision", "references", "extra"]
     r = fn("quick", out_dir=tmp_path, device="cpu", seed=3)
     assert r["seeds"] == [3, 4] and len(calls) == 4 and r["claims"][0]["verdict"] == H.HOLDS
     assert r["skipped"] == {"S": "not asked"}
@@ -273,6 +273,16 @@ def test_reference_gate_measures_untrained_networks_once_and_rejudge_reuses_them
         assert r["claims"][0]["verdict"] == H.NOT_LEARNED
         assert any(n.startswith("Reference (T)") for n in r["notes"])
         H.rejudge(paper, tmp_path); assert len(calls) == 10                              # kept in metrics.json
+        # references=later (a GPU slot leaves them to the CPU): no gate checked, no claim tested, until a re-judge
+        calls.clear()
+        later = fn("quick", out_dir=tmp_path / "later", device="cpu", references="later")
+        assert len(calls) == 6 and later["references"] == {} and later["claims"][0]["verdict"] == H.NOT_LEARNED
+        assert all(g["learned"] is False and "references=later" in g["why"] for g in later["learned"]["T"].values())
+        again = H.rejudge(paper, tmp_path / "later")
+        assert len(calls) == 10 and again["references"]["T"] == r["references"]["T"]
+        assert again["learned"] == r["learned"] and again["claims"][0]["verdict"] == r["claims"][0]["verdict"]
+        with pytest.raises(InputError, match="references: expected 'here'"):
+            fn("quick", out_dir=tmp_path / "bad", device="cpu", references="never")
     finally:
         del REPRODUCTIONS["toy_ref"], H.PAPERS["toy_ref"]
 

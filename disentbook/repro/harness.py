@@ -29,7 +29,7 @@ from .outdir import *
 from .reference import *
 
 # %% auto #0
-__all__ = ['reproduce', 'finish_from_runs', 'read_metrics', 'rejudge', 'register_reproduction']
+__all__ = ['DEFERRED', 'reproduce', 'finish_from_runs', 'read_metrics', 'rejudge', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #01b382a8
 def _jobs(paper, ctx, cfg, out, dev) -> tuple[list, list]:
@@ -84,6 +84,9 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
     if runner is None: runner = "ensemble" if scale == "gpu" and dev.type == "cuda" else "local"
     if runner not in RUNNERS: raise InputError(f"runner: expected one of {RUNNERS}, got {runner!r}")
     opts, seeds = _options(paper, scale, options), [int(seed) + i for i in range(int(cfg["seeds"]))]
+    if opts["references"] not in ("here", "later"):
+        raise InputError(f"references: expected 'here' (measure the gates' references now) or 'later' (leave them to "
+                         f"--rejudge), got {opts['references']!r}")
     prepare_out(out, overwrite, resume)
     try:
         t0 = time.perf_counter()
@@ -161,6 +164,7 @@ def rejudge(paper: Paper, out_dir) -> dict:
         ctx = Context(paper, m["scale"], m["config"], out, "cpu", m["options"], [int(s) for s in m["seeds"]])
         ctx.results, ctx.skipped = m["results"], dict(m.get("skipped") or {})
         ctx.references = dict(m.get("references") or {})              # measured when missing (no training)
+        ctx.options["references"] = "here"                              # those a call left for later too
         for t in paper.tables:
             if t.name not in ctx.results: continue
             ctx.specs[t.name], ctx.datasets[t.name] = t.specs(m["config"], m["options"]), t.dataset_name(m["options"])
@@ -182,8 +186,14 @@ def _learned(ctx, table: Table) -> dict:
     """{row: dict(learned, why, checked)} of `table`'s runs under the paper's gates; a reference gate reads the untrained
     network's values (`repro.reference`, measured at every scale but smoke, once, kept in metrics.json)."""
     if not ctx.paper.learned: return {}
+    if ctx.scale != "smoke" and ctx.options.get("references") == "later" and \
+       (reference_metrics(ctx.paper.learned) or reference_metrics(ctx.paper.learned, PIXELS)):
+        return {row: dict(learned=False, checked="", why=DEFERRED) for row in ctx.values(table.name)}
     refs = measure_references(ctx, table) if ctx.scale != "smoke" else {}
     return learned_rows(ctx.paper.learned, with_references(ctx.values(table.name), refs))
+
+DEFERRED = ("its references (the untrained network, the raw pixels) were left to a later `--rejudge` (option "
+            "references=later): no gate is checked and no claim is tested until then")
 
 def _claims(ctx) -> list[dict]:
     claims = ctx.paper.claims(ctx) if callable(ctx.paper.claims) else ctx.paper.claims
