@@ -291,7 +291,8 @@ GPU_STAGES = {f"gpu-{s}": s for s in ("contact", "tests", "bench", "vae", "dipva
 
 def gpu_status(stage: str) -> str:
     G = _gpu()
-    return "ok" if G.landed(G.LEDGER, GPU_STAGES[stage]) else "not landed"
+    rec = G.landed(G.LEDGER, GPU_STAGES[stage])
+    return ("collected" if rec.get("status") == "collected" else "ok") if rec else "not landed"
 
 
 def run_gpu_stage(stage: str, extra: list[str]) -> int:
@@ -344,7 +345,7 @@ def main(argv=None) -> int:
         if a.stage in GPU_STAGES: return run_gpu_stage(a.stage, [])
         if a.next and a.gpu:
             for s in GPU_STAGES:
-                if gpu_status(s) != "ok": return run_gpu_stage(s, [])
+                if gpu_status(s) == "not landed": return run_gpu_stage(s, [])
             print("every GPU stage has landed"); return 0
         clock = Clock(parse_budget(a.budget))
         if a.recipes:
