@@ -82,11 +82,13 @@ def test_pause_file_holds_the_campaign(tiny):
     C.main(["--pause"]); assert C.main(["--go-on"]) == 0 and not C.pause_file().exists()
 
 
-def test_list_and_bad_inputs(tiny, capsys):
+def test_list_and_bad_inputs(tiny, capsys, tmp_path):
     assert C.main(["--list"]) == 0
     assert [l.split()[0] for l in capsys.readouterr().out.splitlines()] == [*C.STAGES, *C.GPU_STAGES]
     if not torch.cuda.is_available():                                  # a GPU stage here: gpu_campaign's one-line refusal
-        assert C.main(["--stage", "gpu-dipvae"]) == 2 and "needs a CUDA GPU" in capsys.readouterr().err
+        fresh = ["--ledger", "", "--results", str(tmp_path / "gpu_results")]   # as if no GPU slot had run it yet
+        assert C.run_gpu_stage("gpu-dipvae", fresh) == 2
+        assert "needs a CUDA GPU" in capsys.readouterr().err
     assert C.main(["--next", "--budget", "soon"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--budget 'soon'" in err
