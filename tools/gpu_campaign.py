@@ -356,11 +356,11 @@ def run_stage(a, stage: str) -> dict:
 
 def unpack(a) -> int:
     "Put what the GPU stages returned into the checkout: the throughput table, reports/<paper>-gpu/, the pretrained models."
-    n, landed = 0, read_ledger(a.ledger)
+    n, ledger = 0, read_ledger(a.ledger)
     for stage in STAGES:
         rec = stage_record(a.results, stage)
         if not rec or rec.get("tiny"): continue                                   # a CPU rehearsal never lands in the checkout
-        if landed.get(stage, {}).get("finished") == rec.get("finished"):         # landed before: what the checkout made of it
+        if ledger.get(stage, {}).get("finished") == rec.get("finished"):         # landed before: what the checkout made of it
             print(f"{stage}: landed earlier ({rec.get('finished')}), left as it is in the checkout"); continue   # (a re-judged report) stays
         if rec["status"] == "timeout" and stage in PAPERS: n += finish_cut_stage(a, stage, rec)
         if rec["status"] != "ok": continue
@@ -383,6 +383,13 @@ def unpack(a) -> int:
     return 0
 
 
+def _harness():
+    "The checkout's harness (papers, rejudge, finish_from_runs), for judging here what a GPU stage returned."
+    if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))
+    from disentbook.repro import harness as H
+    return H.PAPERS, H.rejudge, H.finish_from_runs
+
+
 def judge_deferred(stage: str):
     """A paper stage that left its gates' references for later (`-o references=later`: the untrained networks' and raw
     pixels' evaluations are CPU work that would hold the GPU): measure them here and re-judge its report (nothing trains)."""
@@ -390,8 +397,7 @@ def judge_deferred(stage: str):
     try: m = json.loads((out / "metrics.json").read_text())
     except (OSError, ValueError): return
     if (m.get("options") or {}).get("references") != "later": return
-    sys.path.insert(0, str(ROOT))
-    from disentbook.repro.harness import PAPERS as REPROS, rejudge
+    REPROS, rejudge, _ = _harness()
     m["notes"] = [*m.get("notes", []), "The gates' references (the untrained networks, the raw pixels) were measured on a "
                   "CPU by tools/gpu_campaign.py --unpack: the GPU stage left them for later, to keep CPU work off its clock."]
     (out / "metrics.json").write_text(json.dumps(m, indent=1) + "\n")
@@ -407,9 +413,8 @@ def finish_cut_stage(a, stage: str, rec: dict) -> int:
     nothing and stays to be run again."""
     files = read_archive(archive_path(a.results, stage))
     if f"{stage}/metrics.json" in files or not any(n.endswith("/eval.json") for n in files): return 0
-    sys.path.insert(0, str(ROOT))
     from disentbook.core import InputError
-    from disentbook.repro.harness import PAPERS as REPROS, finish_from_runs
+    REPROS, _, finish_from_runs = _harness()
     said = (f"Measured on: {rec['device']}; tools/gpu_campaign.py stage {stage!r}, {rec['finished']} (stopped at its "
             f"{float(rec.get('limit_s', 0)):.0f}-s limit after its last run, before its report).")
     with tempfile.TemporaryDirectory(prefix=f"collect_{stage}_") as tmp:
