@@ -287,6 +287,35 @@ def test_reference_gate_measures_untrained_networks_once_and_rejudge_reuses_them
         del REPRODUCTIONS["toy_ref"], H.PAPERS["toy_ref"]
 
 
+def test_rows_of_one_architecture_share_a_reference_when_the_evaluation_ignores_the_objective(tmp_path):
+    """`Paper.reference_reads_objective = False` (the contrastive paper: its evaluation reads the codes only): the rows of one
+    architecture are one network untrained per seed, evaluated once and shared; the default keeps one per objective."""
+    from disentbook.data.dsprites import DSprites
+    small = DSprites().subset(posX=range(0, 32, 8), posY=range(0, 32, 8), orientation=range(0, 40, 20))
+    calls = []
+    def evaluate(model, data, cfg, seed, spec):
+        calls.append(spec["objective"])
+        return dict(score=float(next(model.parameters()).detach().double().sum()))   # the network itself, not the row
+    rows = (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4), model_spec("fa", "factor_vae", "FactorVAE"))
+    for reads, per_seed in ((False, 1), (True, 3)):
+        name = f"toy_share_{reads}"
+        paper = H.Paper(name=name, title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1))),
+                        tables=(H.Table("T", "small", rows, (H.Metric("score", "score", "{:.2f}"),)),),
+                        data=lambda name, cfg, seed, options: small, evaluate=evaluate, reference_reads_objective=reads,
+                        learned=(H.untrained_gate("score", ">", 0.0, "scores more than its untrained network"),))
+        fn = H.register_reproduction(paper)
+        try:
+            calls.clear()
+            r = fn("quick", out_dir=tmp_path / name, device="cpu")
+            assert len(calls) == 6 + 2 * per_seed, (reads, calls)
+            refs = r["references"]["T"]
+            assert refs["VAE"]["score"] == refs["b4"]["score"] == refs["fa"]["score"]         # the same untrained networks
+            note = next(n for n in r["notes"] if n.startswith("Reference (T)"))
+            assert ("once per architecture, objective and seed" in note) is reads, note
+        finally:
+            del REPRODUCTIONS[name], H.PAPERS[name]
+
+
 def test_a_headline_only_scale_fills_the_tables_made_of_its_runs_and_trains_nothing_more(tmp_path):
     """A scale that trains one table's headline rows (`only`, the cpu scale) also reports another table built from exactly
     those runs (here a second view of the same models, as DIP-VAE's Z-diff classifiers), and skips a table that would need

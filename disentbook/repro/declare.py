@@ -90,6 +90,8 @@ class Paper:
     sections: Callable | None = None            # fn(ctx) -> markdown lines added to the report
     notes: Callable | None = None               # fn(ctx) -> lines under the scale header (settings, caveats)
     seeded_data: bool = False                   # does the data depend on the seed (e.g. generated per seed)?
+    reference_reads_objective: bool = True      # False: an untrained model's evaluation ignores the row's objective, so
+                                                # rows of one architecture share one reference per seed
     values: str | None = None                   # the paper-values CSV (default: `name`)
     learned: tuple = ()                         # `verdicts.Gate`s: what "the model learned" means for its rows
     pixels: Callable | None = None              # fn(data, cfg, seed) -> {metric: value}: the paper's metrics on the raw pixels

@@ -43,10 +43,12 @@ def pixel_gate(metric: str, op: str, margin: float, text: str, rows: tuple | Non
     return _reference_gate(PIXELS, metric, op, margin, text, rows, resolution)
 
 # %% ../../nbs/08j_reference.ipynb #71afcedd
-def _key(model, spec: dict, seed: int) -> str:
-    "What an untrained reference depends on: the architecture, the objective (the evaluation may read it) and the seed."
+def _key(model, spec: dict, seed: int, reads_objective: bool = True) -> str:
+    """What an untrained reference depends on: the architecture, the objective (where the paper's evaluation reads it:
+    `Paper.reference_reads_objective`) and the seed."""
     arch = getattr(model, "config", None) or repr(model)
-    return json.dumps(dict(arch=arch, objective=spec.get("objective"), seed=int(seed)), sort_keys=True, default=str)
+    return json.dumps(dict(arch=arch, objective=spec.get("objective") if reads_objective else None, seed=int(seed)),
+                      sort_keys=True, default=str)
 
 def reference_cfg(cfg: dict, need) -> dict:
     """The run config an untrained reference is evaluated with: where the paper's evaluation takes a list of metrics
@@ -84,7 +86,7 @@ def measure_references(ctx, table) -> dict:
             data = load_data(ctx.paper, ds, cfg, seed, ctx.options)
             seed_everything(seed)                                   # as the run was built, before its first step
             model = (ctx.paper.model or default_model)(spec, data, cfg)
-            key = _cfg_key(_key(model, spec, seed), ds, reference_cfg(cfg, need))
+            key = _cfg_key(_key(model, spec, seed, ctx.paper.reference_reads_objective), ds, reference_cfg(cfg, need))
             if key not in shared:
                 shared[key] = done[key] = dict(ctx.paper.evaluate(model.to(dev).eval(), data, reference_cfg(cfg, need), seed, spec))
             for k in need:
@@ -93,7 +95,7 @@ def measure_references(ctx, table) -> dict:
         store[row] = vals
     if done:
         ctx.notes.append(f"Reference ({table.name}): the same architectures untrained, {len(done)} evaluated by the paper's "
-                         f"evaluation ({', '.join(need)}; once per architecture, objective and seed) in "
+                         f"evaluation ({', '.join(need)}; once per architecture{', objective' if ctx.paper.reference_reads_objective else ''} and seed) in "
                          f"{time.perf_counter() - t0:.0f} s.")
     return store
 
