@@ -135,6 +135,49 @@ def test_the_models_stage_packages_the_chosen_length(tiny, monkeypatch):
     assert card["figures"]["curve_csv"] == "benchmarks/curves/beta_vae_b1-h16.csv"
 
 
+def test_the_seeds_stage_ships_the_best_seed_and_quotes_it_on_other_images(tiny, monkeypatch):
+    """dsprites-seeds: a seeded recipe trains again with the extra seeds to seed 0's chosen length (each its own curve), the
+    seed with the highest MIG on the curves' images ships (its weights, curve and command), every seed is measured again on
+    CHECK_SEED's images, and cards and the models page quote that number; a recipe without seeds is measured there too."""
+    import train_pretrained as TP
+    from disentbook.classroom.pretrained import pretrained_card
+    from disentbook.train import load_model
+    monkeypatch.setattr(TP, "DEFAULT_DEST", tiny / "dest")
+    monkeypatch.setattr(D, "DSPRITES", ("beta_vae_b1", "beta_vae_b4"))
+    monkeypatch.setattr(D, "SEED_RECIPES", ("beta_vae_b1",))
+    monkeypatch.setattr(D, "EXTRA_SEEDS", (1, 2))
+    assert D.stage_seeds(Stingy(50)) == "partial" and not D.seeds_file().exists()      # no seed-0 curve yet
+    assert D.stage_curves(Stingy(20)) == "ok"
+    f = D.curve_dir("beta_vae_b1") / "curve.jsonl"                 # seed 0 scored lowest, so another seed must ship
+    f.write_text("".join(json.dumps(dict(r, mig=-1.0)) + "\n" for r in D.read_curve("beta_vae_b1")))
+    assert D.stage_seeds(Stingy(1)) == "partial"                                       # cut short: one chunk of seed 1
+    assert D._at(D.curve_dir("beta_vae_b1", 1) / "run") == 5 and not D.seeds_file().exists()
+    assert D.stage_seeds(Stingy(50)) == "ok"
+    sel = json.loads(D.seeds_file().read_text())["beta_vae_b1"]
+    migs = {k: v["mig"] for k, v in sel["seeds"].items()}
+    assert set(migs) == {"0", "1", "2"} and sel["steps"] == 10 and str(sel["chosen"]) == max(migs, key=migs.get)
+    assert all(0 <= v["check"]["mig"] <= 1 for v in sel["seeds"].values())
+    for k in ("1", "2"):                                   # each extra seed: its own run and curve, seeded as the CLI seeds it
+        assert [r["steps"] for r in D.read_curve("beta_vae_b1", int(k))] == [10]
+        assert (tiny / "curves" / f"beta_vae_b1-h16-seed{k}.csv").is_file()
+    a, b = (load_model(D.curve_dir("beta_vae_b1", s) / "step_10" / "checkpoint").state_dict() for s in (1, 2))
+    assert not all(torch.equal(a[k], b[k]) for k in a)
+    chosen = int(sel["chosen"])
+    assert chosen in (1, 2)
+    card = pretrained_card("beta_vae_b1", root=tiny / "dest")
+    assert card["train"]["seed"] == chosen and f"--seed {chosen} " in card["command"]
+    assert card["check"]["mig"] == sel["seeds"][str(chosen)]["check"]["mig"] and "which chose nothing" in card["note"]
+    assert card["curve"][0]["mig"] == round(sel["seeds"][str(chosen)]["mig"], 5) and "ships, chosen by" in card["selection"]
+    shipped = load_model(D.curve_dir("beta_vae_b1", chosen) / "step_10" / "checkpoint").state_dict()
+    from disentbook.classroom.pretrained import pretrained
+    got = pretrained("beta_vae_b1", root=tiny / "dest").state_dict()
+    assert all(torch.allclose(got[k].float(), shipped[k].float().half().float()) for k in shipped)   # the chosen seed's weights
+    other = pretrained_card("beta_vae_b4", root=tiny / "dest")                           # no seeds: seed 0, measured again
+    assert other["train"]["seed"] == 0 and "selection" not in other and 0 <= other["check"]["mig"] <= 1
+    page = (tiny / "figures" / "README.md").read_text()
+    assert f"| `beta_vae_b1` | 16 | 10 | {chosen} | {card['check']['mig']:.3f} |" in page and "Seeds of `beta_vae_b1`" in page
+
+
 def test_a_dsprites_curve_stops_once_flat(tiny):
     """The early-stop rule: STOP_AFTER measured lengths after the one choose_length picks, none improving MIG by FLAT, the
     longest at least half the longest length of the list (the fixture's list: (10,), so from 5 steps on)."""

@@ -22,6 +22,10 @@ Stages:
   FactorVAE score, KL per latent, the loss terms): its learning curve.
 - `dsprites-models`: each recipe's length chosen from its curve by `choose_length` (a rule fixed before the curves were
   measured), the checkpoint at that length packaged as the shipped model (card with its curve, traversal figure).
+- `dsprites-seeds`: the recipes of `dsprites_curves.SEED_RECIPES` trained again with seeds 1-4 to the length their
+  seed-0 curve chose, each measured along its run; the seed with the highest MIG on the curves' images ships
+  (`benchmarks/curves/seeds.json`), and every shipped model's card also states its MIG on 10,000 other fresh images,
+  which chose neither its length nor its seed.
 - `precision-check`: benchmarks/bench_precision.py (bf16 against fp32 over seeds).
 - `curves-<paper>` then `cpu-<paper>`, paper by paper: the headline rows' learning curves (tools/paper_curves.py), which
   fix the `cpu` scale's length, then `disentbook reproduce <paper> --scale cpu` into `reports/<paper>-cpu` (its runs'
@@ -56,6 +60,9 @@ STAGES = {
                        "at 1,000-20,000 steps: MIG (10,000 fresh images), FactorVAE score, KL per latent, losses",
     "dsprites-models": "each recipe at the length its curve chose (choose_length), packaged: fp16 weights, card with "
                        "the curve, traversal figure",
+    "dsprites-seeds": "beta_tcvae and factor_vae (the highest seed-0 MIG) again with seeds 1-4 to the length their curve "
+                      "chose, each measured along its run; the seed with the highest MIG on the curves' images ships, "
+                      "its MIG quoted on 10,000 other fresh images; every recipe packaged again",
     "precision-check": "benchmarks/bench_precision.py: seven methods x seeds 0-2 x fp32 and bf16, 1,500 steps each, "
                        "final losses and metrics against the spread between the fp32 seeds (benchmarks/precision.json)",
 }
@@ -170,6 +177,7 @@ def _dsprites(fn: str):
 
 
 STAGE_FNS = {"dsprites-curves": _dsprites("stage_curves"), "dsprites-models": _dsprites("stage_models"),
+             "dsprites-seeds": _dsprites("stage_seeds"),
              "precision-check": stage_precision}
 class OutOfBudget(BaseException):
     "The call's wall budget ran out in the middle of a reproduction (its runs go on from their checkpoints next time)."

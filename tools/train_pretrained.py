@@ -121,8 +121,9 @@ CAVEATS = {
     "swap_invariance": ("the worst-group test accuracy is 0 at every length measured: some digit on some unseen "
                         "background is always misclassified."),
 }
-DEFAULTS = dict(steps=1000, batch_size=32, lr=1e-3, hidden=128, latent_dim=10, z_dim=16, s_dim=8, threads=1, precision="fp32")
 SEED = 0
+DEFAULTS = dict(steps=1000, batch_size=32, lr=1e-3, hidden=128, latent_dim=10, z_dim=16, s_dim=8, threads=1, precision="fp32",
+                seed=SEED)
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DEST = ROOT / "disentbook" / "assets" / "pretrained"
 # the dSprites recipes train at the campaign's settings (tools/campaign.py SETTINGS: batch 64, lr 5e-4, bf16 where native,
@@ -144,7 +145,8 @@ def settings(name: str) -> dict:
     if c is None: return dict(DEFAULTS, **RECIPES[name][4])
     from dsprites_curves import SETTINGS
     return dict(DEFAULTS, **{k: SETTINGS[k] for k in ("batch_size", "lr", "latent_dim", "threads")},
-                steps=int(c["steps"]), precision=c["precision"], hidden=int(c.get("hidden", 128)))   # 128: the first curves
+                steps=int(c["steps"]), precision=c["precision"], hidden=int(c.get("hidden", 128)),  # 128: the first curves
+                seed=int(c.get("seed", SEED)))                           # another seed: chosen by the dsprites-seeds stage
 
 
 def _model_kind(method: str) -> str:
@@ -157,7 +159,7 @@ def command(name: str) -> str:
     method, dataset, params, data_params, _ = RECIPES[name]
     st = settings(name)
     parts = ["disentbook train", f"--method {method}", f"--dataset {dataset}", f"--steps {st['steps']}",
-             f"--batch-size {st['batch_size']}", f"--lr {st['lr']:g}", f"--seed {SEED}", f"--hidden {st['hidden']}",
+             f"--batch-size {st['batch_size']}", f"--lr {st['lr']:g}", f"--seed {st['seed']}", f"--hidden {st['hidden']}",
              "--device cpu", f"--threads {st['threads']}"] + ([f"--precision {st['precision']}"] if st["precision"] else [])
     parts += [f"--{k.replace('_', '-')} {st[k]}" for k in SIZE_FLAGS.get(_model_kind(method), ())]
     parts += [f"--param {k}={v:g}" if isinstance(v, (int, float)) else f"--param {k}={v}" for k, v in params.items()]
@@ -176,7 +178,7 @@ def train(name: str, runs: Path) -> dict:
     st = settings(name)
     res = train_job(method=method, dataset=dataset, params=params, steps=st["steps"], batch_size=st["batch_size"],
                     lr=st["lr"], latent_dim=st["latent_dim"], z_dim=st["z_dim"], s_dim=st["s_dim"], hidden=st["hidden"],
-                    out_dir=out, device="cpu", seed=SEED, data_params=data_params, evaluate=False, threads=st["threads"],
+                    out_dir=out, device="cpu", seed=st["seed"], data_params=data_params, evaluate=False, threads=st["threads"],
                     precision=st["precision"], overwrite=True)
     hist = out / "history.csv"
     if hist.is_file():                         # a diverged run is no model to ship
@@ -215,7 +217,7 @@ def pilot(name: str, lengths, runs: Path, overrides: dict | None = None) -> list
         t0 = time.perf_counter()
         train_job(method=method, dataset=dataset, params=params, steps=L, batch_size=None if resume else st["batch_size"],
                   lr=None if resume else st["lr"], latent_dim=st["latent_dim"], z_dim=st["z_dim"], s_dim=st["s_dim"],
-                  hidden=st["hidden"], out_dir=run, device="cpu", seed=SEED, data_params=data_params, evaluate=False,
+                  hidden=st["hidden"], out_dir=run, device="cpu", seed=st["seed"], data_params=data_params, evaluate=False,
                   threads=st["threads"], precision=None if resume else st["precision"], overwrite=not resume, resume=resume)
         seconds += time.perf_counter() - t0
         keep = out / f"step_{L}"
@@ -273,6 +275,9 @@ def _note(name: str, trained: dict, gate: dict | None, control: dict | None = No
                 f"dsprites-curves; the card's `curve`), {c['why']}. On 10,000 fresh images at that length: MIG "
                 f"{c['mig']:.3f}, FactorVAE score {c['factor_vae']:.3f}, {c['active']} active latents (mean KL above "
                 "0.01 nats)." + (" COLLAPSED: no latent is active." if c["active"] == 0 else "")
+                + (f" On 10,000 other fresh images, which chose nothing: MIG {c['mig_check']:.3f}, FactorVAE score "
+                   f"{c['factor_vae_check']:.3f}." if "mig_check" in c else "")
+                + (f" Seed: {c['selection']}." if c.get("selection") else "")
                 + (f" Deviation: {DEVIATIONS[name]}" if name in DEVIATIONS else ""))
     if gate is None:
         return (f"CPU-budget model: {steps} steps of batch {b} in {sec:.0f} s on a shared CPU (no GPU was available), far "
@@ -315,7 +320,7 @@ def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
     card = dict(name=name, method=method, dataset=dataset, params=params, data_params=data_params, model=model.config,
                 weights=weights.name, dtype="float16", bytes=weights.stat().st_size, sha256=sha256_file(weights),
                 num_parameters=sum(p.numel() for p in model.parameters()),
-                train=dict(steps=trained["steps"], batch_size=settings(name)["batch_size"], lr=settings(name)["lr"], seed=SEED,
+                train=dict(steps=trained["steps"], batch_size=settings(name)["batch_size"], lr=settings(name)["lr"], seed=settings(name)["seed"],
                            seconds=trained["seconds"], precision=_precision(runs / name),
                            **({"cpu_seconds": trained["cpu_seconds"],
                                "seconds_note": "seconds: wall time of the campaign's chunks to this length, pauses of "
@@ -326,13 +331,18 @@ def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
                 command=command(name), recipe=f"python3 tools/train_pretrained.py {name}",
                 note=_note(name, trained, None), evaluation=P.EVALUATIONS[dataset])
     if curve_length(name) is not None:                 # the learning curve the length was chosen from, and the figures
-        from dsprites_curves import curve_stem, read_curve
+        from dsprites_curves import CHECK_SEED, curve_stem, read_curve
         keep = ("steps", "mig", "factor_vae", "active", "gap/scale", "gap/posX", "gap/posY", "gap/shape", "gap/orientation")
+        c, seed = curve_length(name), settings(name)["seed"]
         card["curve"] = [{k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()
-                          if k in keep or k.startswith("loss/")} for r in read_curve(name)]
-        card["length"] = curve_length(name)["why"]
+                          if k in keep or k.startswith("loss/")} for r in read_curve(name, seed)]
+        card["length"] = c["why"]
+        if "mig_check" in c:                           # the length (and seed) were chosen on the curve's images: these chose nothing
+            card["check"] = dict(mig=c["mig_check"], factor_vae=c["factor_vae_check"],
+                                 images=f"10,000 fresh dSprites images drawn with seed {CHECK_SEED}, other than the curve's")
+        if c.get("selection"): card["selection"] = c["selection"]
         card["figures"] = dict(curve=f"reports/pretrained/{name}_curve.png", traversals=f"reports/pretrained/{name}_traversals.png",
-                               curve_csv=f"benchmarks/curves/{curve_stem(name, settings(name)['hidden'])}.csv")
+                               curve_csv=f"benchmarks/curves/{curve_stem(name, settings(name)['hidden'], seed)}.csv")
     (dest / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")       # card without metrics first
     t0 = time.perf_counter()
     card["metrics"] = P.measure(name, root=dest)
