@@ -13,6 +13,7 @@ spec = importlib.util.spec_from_file_location("campaign", ROOT / "tools" / "camp
 C = importlib.util.module_from_spec(spec); spec.loader.exec_module(C)
 sys.modules["campaign"] = C          # tools/dsprites_curves.py and paper_curves.py import `campaign`: the same module, so
 import dsprites_curves as D          # monkeypatches of its folders reach them
+import dsprites_seeds as S
 
 
 @pytest.fixture
@@ -146,14 +147,14 @@ def test_the_seeds_stage_ships_the_best_seed_and_quotes_it_on_other_images(tiny,
     monkeypatch.setattr(D, "DSPRITES", ("beta_vae_b1", "beta_vae_b4"))
     monkeypatch.setattr(D, "SEED_RECIPES", ("beta_vae_b1",))
     monkeypatch.setattr(D, "EXTRA_SEEDS", (1, 2))
-    assert D.stage_seeds(Stingy(50)) == "partial" and not D.seeds_file().exists()      # no seed-0 curve yet
+    assert S.stage_seeds(Stingy(50)) == "partial" and not S.seeds_file().exists()      # no seed-0 curve yet
     assert D.stage_curves(Stingy(20)) == "ok"
     f = D.curve_dir("beta_vae_b1") / "curve.jsonl"                 # seed 0 scored lowest, so another seed must ship
     f.write_text("".join(json.dumps(dict(r, mig=-1.0)) + "\n" for r in D.read_curve("beta_vae_b1")))
-    assert D.stage_seeds(Stingy(1)) == "partial"                                       # cut short: one chunk of seed 1
-    assert D._at(D.curve_dir("beta_vae_b1", 1) / "run") == 5 and not D.seeds_file().exists()
-    assert D.stage_seeds(Stingy(50)) == "ok"
-    sel = json.loads(D.seeds_file().read_text())["beta_vae_b1"]
+    assert S.stage_seeds(Stingy(1)) == "partial"                                       # cut short: one chunk of seed 1
+    assert D._at(D.curve_dir("beta_vae_b1", 1) / "run") == 5 and not S.seeds_file().exists()
+    assert S.stage_seeds(Stingy(50)) == "ok"
+    sel = json.loads(S.seeds_file().read_text())["beta_vae_b1"]
     migs = {k: v["mig"] for k, v in sel["seeds"].items()}
     assert set(migs) == {"0", "1", "2"} and sel["steps"] == 10 and str(sel["chosen"]) == max(migs, key=migs.get)
     assert all(0 <= v["check"]["mig"] <= 1 for v in sel["seeds"].values())

@@ -22,7 +22,7 @@ Stages:
   FactorVAE score, KL per latent, the loss terms): its learning curve.
 - `dsprites-models`: each recipe's length chosen from its curve by `choose_length` (a rule fixed before the curves were
   measured), the checkpoint at that length packaged as the shipped model (card with its curve, traversal figure).
-- `dsprites-seeds`: the recipes of `dsprites_curves.SEED_RECIPES` trained again with seeds 1-4 to the length their
+- `dsprites-seeds` (tools/dsprites_seeds.py): the recipes of `dsprites_curves.SEED_RECIPES` trained again with seeds 1-4 to the length their
   seed-0 curve chose, each measured along its run; the seed with the highest MIG on the curves' images ships
   (`benchmarks/curves/seeds.json`), and every shipped model's card also states its MIG on 10,000 other fresh images,
   which chose neither its length nor its seed.
@@ -177,7 +177,7 @@ def _dsprites(fn: str):
 
 
 STAGE_FNS = {"dsprites-curves": _dsprites("stage_curves"), "dsprites-models": _dsprites("stage_models"),
-             "dsprites-seeds": _dsprites("stage_seeds"),
+             "dsprites-seeds": lambda clock: __import__("dsprites_seeds").stage_seeds(clock),
              "precision-check": stage_precision}
 class OutOfBudget(BaseException):
     "The call's wall budget ran out in the middle of a reproduction (its runs go on from their checkpoints next time)."

@@ -35,7 +35,7 @@ def stop_from() -> int: return max(LENGTHS) // 2
 # chose (`dsprites-seeds`); the seed whose MIG at that length is highest on the curves' images (EVAL) ships, and the number
 # a card states for it is measured on CHECK_SEED's 10,000 other fresh images, which chose nothing (declared before the
 # seeds ran: choosing on the same images would inflate the number by the choice)
-SEED_RECIPES = ("beta_tcvae", "factor_vae")
+SEED_RECIPES = ("beta_tcvae", "factor_vae")              # (the stage: tools/dsprites_seeds.py)
 EXTRA_SEEDS = (1, 2, 3, 4)
 CHECK_SEED = 2027
 
@@ -283,6 +283,7 @@ def stage_models(clock: C.Clock, names=None) -> str:
     that length (bit-identical to a straight run of that length): fp16 weights, card with its curve and figures."""
     names = _names(names)
     import train_pretrained as TP
+    import dsprites_seeds as S            # the seed each recipe ships and the second set of images (imported here: it imports this)
     from disentbook.eval.viz import save_figure
     from disentbook.train import load_model
     lengths = json.loads(lengths_file().read_text()) if lengths_file().is_file() else {}
@@ -293,21 +294,20 @@ def stage_models(clock: C.Clock, names=None) -> str:
             print(f"{n}: its curve is not complete ({len(rows)} lengths measured, not yet flat); run dsprites-curves first")
             return "partial"
         L, why = C.choose_length(rows)
-        seed, sel = chosen_seed(n, L)
+        seed, sel = S.chosen_seed(n, L)
         row = next(r for r in read_curve(n, seed) if r["steps"] == L)
-        clock.wait_while_paused()
-        check = sel["seeds"][str(seed)]["check"] if sel else check_mig(n, seed, L)
         new = dict(steps=L, why=why, seed=seed, mig=row["mig"], factor_vae=row["factor_vae"], active=row["active"],
-                   mig_check=check["mig"], factor_vae_check=check["factor_vae"],
                    train_seconds=row["train_seconds"], train_cpu_seconds=row.get("train_cpu_seconds"),
                    precision=row["precision"], hidden=row.get("hidden", SETTINGS["hidden"]))
-        if sel: new["selection"] = selection_sentence(n, sel)
+        if sel: new["selection"] = S.selection_sentence(n, sel)
         if not better_than_shipped(new, lengths.get(n)):
             old = lengths[n]
             print(f"{n}: kept as shipped (FC width {old.get('hidden') or 128}, {old['steps']:,} steps, MIG {old['mig']:.3f}): "
                   f"its curve at width {new['hidden']} chose {L:,} steps at MIG {new['mig']:.3f}", flush=True)
             kept.append(n); continue
-        lengths[n] = new
+        clock.wait_while_paused()
+        check = sel["seeds"][str(seed)]["check"] if sel else S.check_mig(n, seed, L)
+        lengths[n] = dict(new, mig_check=check["mig"], factor_vae_check=check["factor_vae"])
         lengths_file().write_text(json.dumps(lengths, indent=1) + "\n")
     runs = C.RESULTS / "pretrained_runs"
     for n in [n for n in names if n not in kept]:
@@ -326,72 +326,11 @@ def stage_models(clock: C.Clock, names=None) -> str:
         shutil.copy(C.CURVES / f"{curve_stem(n, seed=seed)}.png", C.FIGURES / f"{n}_curve.png")
         print(f"{n}: packaged at {L:,} steps, seed {seed} (MIG on the curve's 10,000 images {row['mig']:.3f}, on 10,000 "
               f"other fresh images {lengths[n]['mig_check']:.3f})", flush=True)
+    for n in kept:                      # shipped from an earlier curve (its run is gone): its shipped weights measured
+        clock.wait_while_paused()
+        S.check_shipped(n, TP.DEFAULT_DEST, lengths)
     write_models_page(None, TP.DEFAULT_DEST)
     return "ok" if set(DSPRITES) <= set(names) else "partial"
-
-
-# ---------------------------------------------------------------- the seeds stage
-def selection_rule() -> str:
-    return ("the highest MIG at that length on the learning curves' 10,000 images, among seeds "
-            + ", ".join(str(s) for s in (SETTINGS["seed"], *EXTRA_SEEDS)))
-
-
-def seeds_file() -> Path: return C.CURVES / "seeds.json"    # each seeded recipe: its seeds' MIG on both image sets, the choice
-
-
-def read_seeds() -> dict:
-    f = seeds_file()
-    return json.loads(f.read_text()) if f.is_file() else {}
-
-
-def check_mig(name: str, seed: int, steps: int) -> dict:
-    "MIG, FactorVAE score and active latents of recipe `name`'s run of `seed` at `steps` on CHECK_SEED's 10,000 fresh images."
-    from disentbook.train import load_model
-    m = measure_dsprites(load_model(curve_dir(name, seed) / f"step_{steps}" / "checkpoint", device="cpu"), seed=CHECK_SEED)
-    return dict(mig=round(m["mig"], 5), factor_vae=round(m["factor_vae"], 5), active=m["active"])
-
-
-def chosen_seed(name: str, steps: int) -> tuple[int, dict | None]:
-    "(seed to ship, its selection record) of recipe `name` at `steps`: seeds.json's choice at that length, else SETTINGS' seed."
-    sel = read_seeds().get(name)
-    return (int(sel["chosen"]), sel) if sel and sel["steps"] == steps else (SETTINGS["seed"], None)
-
-
-def selection_sentence(name: str, sel: dict) -> str:
-    "How the shipped seed was chosen, with every seed's MIG on both image sets."
-    per = "; ".join(f"seed {k}: {v['mig']:.3f} / {v['check']['mig']:.3f}" for k, v in sel["seeds"].items())
-    return (f"seed {sel['chosen']} ships, chosen by {sel['rule']} (MIG on the curves' images / on {CHECK_SEED}'s other "
-            f"fresh images, {per}); the number to quote is the second, which chose nothing")
-
-
-def stage_seeds(clock: C.Clock, names=None) -> str:
-    """`SEED_RECIPES` trained again with `EXTRA_SEEDS` to the length seed 0's curve chose, each measured along its run as seed 0
-    was (its own curve); every seed's run at that length measured again on CHECK_SEED's images; the choice
-    (`selection_rule`) in benchmarks/curves/seeds.json; then the recipes packaged again (`stage_models`)."""
-    names = [n for n in _names(names) if n in SEED_RECIPES]
-    sel = read_seeds()
-    for n in names:
-        rows0 = read_curve(n)
-        if not curve_done(rows0):
-            print(f"{n}: its seed-0 curve is not complete; run dsprites-curves first"); return "partial"
-        L, _ = C.choose_length(rows0)
-        for s in EXTRA_SEEDS:
-            if not run_curve(n, clock, [x for x in LENGTHS if x <= L], seed=s, stop=False): return "partial"
-        old = sel.get(n) if (sel.get(n) or {}).get("steps") == L else {}
-        seeds = {}
-        for s in (SETTINGS["seed"], *EXTRA_SEEDS):
-            clock.wait_while_paused()
-            row = next(r for r in read_curve(n, s) if r["steps"] == L)
-            check = (old or {}).get("seeds", {}).get(str(s), {}).get("check") or check_mig(n, s, L)
-            seeds[str(s)] = dict(mig=round(row["mig"], 5), factor_vae=round(row["factor_vae"], 5), active=row["active"], check=check)
-        chosen = max(seeds, key=lambda k: seeds[k]["mig"])
-        sel[n] = dict(steps=L, rule=selection_rule(), check_images=f"10,000 fresh images drawn with seed {CHECK_SEED}",
-                      chosen=int(chosen), seeds=seeds)
-        C.CURVES.mkdir(parents=True, exist_ok=True)
-        seeds_file().write_text(json.dumps(sel, indent=1) + "\n")
-        print(f"{n} at {L:,} steps: {selection_sentence(n, sel[n])}", flush=True)
-    models = stage_models(clock)
-    return models if set(SEED_RECIPES) <= set(names) else "partial"
 
 
 def better_than_shipped(new: dict, shipped: dict | None) -> bool:
@@ -428,7 +367,8 @@ def write_models_page(names=None, root=None):
         try: return "curve" in pretrained_card(n, root)
         except Exception: return False                            # no card there (a partial destination)
     names = [n for n in DSPRITES if curved(n)] if names is None else list(names)
-    seeded = read_seeds()
+    import dsprites_seeds as S
+    seeded = S.read_seeds()
     L = ["# The shipped dSprites models", "",
          "Each model trained with seed 0 (batch 64, lr 5e-4, two CPU threads, the precision and FC width its card names), "
          "measured along the run on 10,000 fresh images at 1,000-20,000 steps (a curve stops early once flat), and shipped "
