@@ -373,4 +373,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    if hasattr(signal, "SIGPIPE"): signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # `--list | head`: no traceback
     sys.exit(main())
