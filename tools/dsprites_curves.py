@@ -373,8 +373,9 @@ def write_models_page(names=None, root=None):
          "Each model trained with seed 0 (batch 64, lr 5e-4, two CPU threads, the precision and FC width its card names), "
          "measured along the run on 10,000 fresh images at 1,000-20,000 steps (a curve stops early once flat), and shipped "
          "at the length its learning curve chose: the shortest measured length from which no longer run improves MIG by "
-         f"{C.FLAT} or more (`tools/campaign.py`). Both choices were made on those images, so each model is measured "
-         f"again on 10,000 other fresh images (drawn with seed {CHECK_SEED}) that chose nothing: the MIG to quote"
+         f"{C.FLAT} or more (`tools/campaign.py`). The length (and, for a recipe trained with several seeds, the seed) was "
+         f"chosen on those images, so each model is measured again on 10,000 other fresh images (drawn with seed "
+         f"{CHECK_SEED}) that chose nothing: the MIG to quote"
          + (f". {', '.join(f'`{n}`' for n in seeded)} also trained with seeds {', '.join(map(str, EXTRA_SEEDS))} to that "
             "length (the `dsprites-seeds` stage); the seed that ships is the one with the highest MIG on the curves' images "
             "(every seed's numbers below)" if seeded else "")

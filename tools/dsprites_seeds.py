@@ -46,8 +46,8 @@ def chosen_seed(name: str, steps: int) -> tuple[int, dict | None]:
 def selection_sentence(name: str, sel: dict) -> str:
     "How the shipped seed was chosen, with every seed's MIG on both image sets."
     per = "; ".join(f"seed {k}: {v['mig']:.3f} / {v['check']['mig']:.3f}" for k, v in sel["seeds"].items())
-    return (f"seed {sel['chosen']} ships, chosen by {sel['rule']} (MIG on the curves' images / on {D.CHECK_SEED}'s other "
-            f"fresh images, {per}); the number to quote is the second, which chose nothing")
+    return (f"seed {sel['chosen']} ships, chosen by {sel['rule']} (MIG on the curves' images / on 10,000 other fresh images "
+            f"drawn with seed {D.CHECK_SEED}: {per}); the number to quote is the second, which chose nothing")
 
 
 def stage_seeds(clock: C.Clock, names=None) -> str:
