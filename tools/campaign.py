@@ -22,10 +22,6 @@ Stages:
   FactorVAE score, KL per latent, the loss terms): its learning curve.
 - `dsprites-models`: each recipe's length chosen from its curve by `choose_length` (a rule fixed before the curves were
   measured), the checkpoint at that length packaged as the shipped model (card with its curve, traversal figure).
-- `dsprites-seeds` (tools/dsprites_seeds.py): the recipes of `dsprites_curves.SEED_RECIPES` trained again with seeds 1-4 to the length their
-  seed-0 curve chose, each measured along its run; the seed with the highest MIG on the curves' images ships
-  (`benchmarks/curves/seeds.json`), and every shipped model's card also states its MIG on 10,000 other fresh images,
-  which chose neither its length nor its seed.
 - `precision-check`: benchmarks/bench_precision.py (bf16 against fp32 over seeds).
 - `curves-<paper>` then `cpu-<paper>`, paper by paper: the headline rows' learning curves (tools/paper_curves.py), which
   fix the `cpu` scale's length, then `disentbook reproduce <paper> --scale cpu` into `reports/<paper>-cpu` (its runs'
@@ -34,6 +30,10 @@ Stages:
   at its length instead of training it again (the report says so, with the curve's training time).
 - `cpu-invariance-midpoint`: the invariance cpu reproduction again with the second test palette (`-o palette=midpoint`,
   declared by a rule before it ran), a sensitivity of the package's own, into `reports/invariance-cpu-midpoint`.
+- `dsprites-seeds` (tools/dsprites_seeds.py), after the papers: the recipes of `dsprites_curves.SEED_RECIPES` trained
+  again with seeds 1-4 to the length their seed-0 curve chose, each measured along its run; the seed with the highest
+  MIG on the curves' images ships (`benchmarks/curves/seeds.json`), and every shipped model's card also states its MIG
+  on 10,000 other fresh images, which chose neither its length nor its seed.
 - `gpu-contact`, `gpu-tests`, `gpu-bench`, `gpu-<paper>`, `gpu-pretrained`: the GPU stages, run on a machine with a CUDA GPU by
   `--next --gpu` (or `--stage gpu-bench`) through `tools/gpu_campaign.py`, whose archives travel back from a lent GPU
   machine and whose ledger (`benchmarks/gpu_campaign.json`) records what landed. `--list` shows both kinds.
@@ -60,9 +60,6 @@ STAGES = {
                        "at 1,000-20,000 steps: MIG (10,000 fresh images), FactorVAE score, KL per latent, losses",
     "dsprites-models": "each recipe at the length its curve chose (choose_length), packaged: fp16 weights, card with "
                        "the curve, traversal figure",
-    "dsprites-seeds": "beta_tcvae and factor_vae (the highest seed-0 MIG) again with seeds 1-4 to the length their curve "
-                      "chose, each measured along its run; the seed with the highest MIG on the curves' images ships, "
-                      "its MIG quoted on 10,000 other fresh images; every recipe packaged again",
     "precision-check": "benchmarks/bench_precision.py: seven methods x seeds 0-2 x fp32 and bf16, 1,500 steps each, "
                        "final losses and metrics against the spread between the fp32 seeds (benchmarks/precision.json)",
 }
@@ -177,7 +174,6 @@ def _dsprites(fn: str):
 
 
 STAGE_FNS = {"dsprites-curves": _dsprites("stage_curves"), "dsprites-models": _dsprites("stage_models"),
-             "dsprites-seeds": lambda clock: __import__("dsprites_seeds").stage_seeds(clock),
              "precision-check": stage_precision}
 class OutOfBudget(BaseException):
     "The call's wall budget ran out in the middle of a reproduction (its runs go on from their checkpoints next time)."
@@ -283,6 +279,13 @@ for _p in PAPER_CURVES:
         STAGES[_s] = (f"the same cpu reproduction with -o {' '.join(f'{k}={v}' for k, v in _o.items())} (a sensitivity of the "
                       f"package's own, labelled so) into reports/{_p}-cpu{_x}")
         STAGE_FNS[_s] = (lambda p, o, x: lambda clock: stage_cpu(p, clock, o, x))(_q, _o, _x)
+
+
+# after the papers (a paper's verdicts first; factor_vae's four seeds are about four hours on two cores)
+STAGES["dsprites-seeds"] = ("beta_tcvae and factor_vae (the highest seed-0 MIG) again with seeds 1-4 to the length their curve "
+                            "chose, each measured along its run; the seed with the highest MIG on the curves' images ships, "
+                            "its MIG quoted on 10,000 other fresh images; every recipe packaged again")
+STAGE_FNS["dsprites-seeds"] = lambda clock: __import__("dsprites_seeds").stage_seeds(clock)
 
 
 # ---------------------------------------------------------------- the GPU stages (tools/gpu_campaign.py)
