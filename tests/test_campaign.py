@@ -69,6 +69,8 @@ def test_tiny_campaign_bench_paper_pretrained(capsys, tmp_path):
     card = json.loads(pre["pretrained/assets/beta_vae_b1.json"])
     assert "pretrained/assets/beta_vae_b1.pt" in pre and card["dtype"] == "float16" and card["metrics"]
     assert card["train"]["device"].startswith("cpu") and card["recipe"].endswith("--stage pretrained")
+    # the CPU model's second-set MIG and seed choice are not this model's: not on its card; it trained with seed 0
+    assert "check" not in card and "selection" not in card and card["train"]["seed"] == 0 and "--seed 0 " in card["command"]
     assert G.main(["--stage", "vae", "--device", "cpu", "--tiny", "--results", str(res), *led]) == 0  # done: not run again
     assert "is done" in capsys.readouterr().out
     assert G.main(["--list", "--results", str(res), *led]) == 0

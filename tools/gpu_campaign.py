@@ -53,7 +53,7 @@ WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_
                    "manylinux1_x86_64")
 # pretrained recipes at GPU lengths (steps, batch size); the CPU recipes: tools/train_pretrained.py RECIPES
 PRETRAINED_GPU = {"beta_vae_b1": (8000, 64), "beta_vae_b4": (8000, 64), "dip_vae_i": (8000, 64), "dip_vae_ii": (8000, 64),
-                  "factor_vae": (8000, 64), "tcwae_mws": (8000, 64), "contrastive_w2": (4000, 64), "srb_vae": (4000, 36),
+                  "factor_vae": (8000, 64), "tcwae_mws": (8000, 64), "beta_tcvae": (8000, 64), "contrastive_w2": (4000, 64), "srb_vae": (4000, 36),
                   "swap_invariance": (4000, 64)}
 # the dSprites recipes train as long as their learning curve asks (tools/campaign.py's dsprites-curves, measured on a
 # CPU at batch 64: benchmarks/curves/lengths.json), not the 8,000 steps above, once those curves are measured
@@ -304,8 +304,9 @@ for name, (steps, batch) in GPU.items():
                     out_dir=runs / name, device=device, seed=TP.SEED, data_params=data_params, evaluate=False,
                     overwrite=True)
     trained = dict(seconds=round(time.perf_counter() - t0, 1), steps=res["steps"])
-    TP.settings = (lambda f, n0, s: (lambda n: dict(f(n), steps=s[0], batch_size=s[1]) if n == n0 else f(n)))(TP.settings, name, (steps, batch))
+    TP.settings = (lambda f, n0, s: (lambda n: dict(f(n), steps=s[0], batch_size=s[1], seed=TP.SEED) if n == n0 else f(n)))(TP.settings, name, (steps, batch))
     card = TP.package(name, runs, trained, dest)
+    for k in ("check", "selection"): card.pop(k, None)     # the CPU model's second-set MIG and seed choice: not this model's
     card["train"]["device"] = dev_name
     card["command"] = TP.command(name).replace("--device cpu --threads 1", "--device " + device)
     card["recipe"] = "python3 tools/gpu_campaign.py --stage pretrained"
