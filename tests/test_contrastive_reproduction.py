@@ -156,3 +156,21 @@ def test_face_rows_from_user_files(tmp_path):
     assert "22.66" in (tmp_path / "out" / "report.md").read_text()          # AffectNet Eq. 8 CA_s of the paper
     ev = json.loads((tmp_path / "out" / "runs" / "AffectNet" / "ours_eq8" / "seed0" / "eval.json").read_text())["metrics"]
     assert ev["n_eval"] == 7 * 6                                              # validation: 6 per expression
+
+
+def test_the_digit_split_diagnosis_scores_a_run_as_the_reproduction_does_and_reports_its_file():
+    """benchmarks/diagnose_contrastive_split.py: a run (3 steps here) is scored by the reproduction's evaluation (CA in %,
+    within bounds), and `--report` prints every kept run of benchmarks/contrastive_split.json with the seeds' correlation."""
+    import importlib.util, io, contextlib
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "diagnose_contrastive_split.py"
+    spec = importlib.util.spec_from_file_location("diagnose_contrastive_split", path)
+    M = importlib.util.module_from_spec(spec); spec.loader.exec_module(M)
+    r = M.train_one(dict(part="seeds", objective="contrastive_w2_dirac", seed=1, steps=3, likelihood="bernoulli"))
+    assert 0 <= r["ca_s"] <= 100 and 0 <= r["ca_z"] <= 100 and r["kl_x"] >= 0 and r["precision"] in ("bf16", "fp32")
+    kept = json.loads(M.OUT.read_text())["runs"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out): M.main(["--report"])
+    text = out.getvalue()
+    assert f"across these {sum(k.startswith('seeds/') for k in kept)} runs" in text.lower() and "| bernoulli |" in text
+    for k, x in kept.items():
+        if k.startswith("seeds/"): assert f"| {x['ca_s']:.1f} | {x['ca_z']:.1f} |" in text, k
