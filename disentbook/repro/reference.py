@@ -77,6 +77,7 @@ def measure_references(ctx, table) -> dict:
     _measure_pixels(ctx, table, store)
     if not need: return store
     ds, done, shared, t0 = ctx.datasets[table.name], {}, _cache(ctx), time.perf_counter()
+    reads = getattr(ctx.paper, "reference_reads_objective", True)     # a duck-typed paper: per objective, as before
     dev = ctx.device if ctx.device.type != "cuda" or torch.cuda.is_available() else torch.device("cpu")   # re-judged elsewhere
     for spec in ctx.specs[table.name]:
         row = ctx.row(spec)
@@ -86,7 +87,7 @@ def measure_references(ctx, table) -> dict:
             data = load_data(ctx.paper, ds, cfg, seed, ctx.options)
             seed_everything(seed)                                   # as the run was built, before its first step
             model = (ctx.paper.model or default_model)(spec, data, cfg)
-            key = _cfg_key(_key(model, spec, seed, ctx.paper.reference_reads_objective), ds, reference_cfg(cfg, need))
+            key = _cfg_key(_key(model, spec, seed, reads), ds, reference_cfg(cfg, need))
             if key not in shared:
                 shared[key] = done[key] = dict(ctx.paper.evaluate(model.to(dev).eval(), data, reference_cfg(cfg, need), seed, spec))
             for k in need:
@@ -95,7 +96,7 @@ def measure_references(ctx, table) -> dict:
         store[row] = vals
     if done:
         ctx.notes.append(f"Reference ({table.name}): the same architectures untrained, {len(done)} evaluated by the paper's "
-                         f"evaluation ({', '.join(need)}; once per architecture{', objective' if ctx.paper.reference_reads_objective else ''} and seed) in "
+                         f"evaluation ({', '.join(need)}; once per architecture{', objective' if reads else ''} and seed) in "
                          f"{time.perf_counter() - t0:.0f} s.")
     return store
 
