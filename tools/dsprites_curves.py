@@ -326,7 +326,8 @@ def stage_models(clock: C.Clock, names=None) -> str:
         shutil.copy(C.CURVES / f"{curve_stem(n, seed=seed)}.png", C.FIGURES / f"{n}_curve.png")
         print(f"{n}: packaged at {L:,} steps, seed {seed} (MIG on the curve's 10,000 images {row['mig']:.3f}, on 10,000 "
               f"other fresh images {lengths[n]['mig_check']:.3f})", flush=True)
-    for n in kept:                      # shipped from an earlier curve (its run is gone): its shipped weights measured
+    for n in kept:                      # shipped from an earlier curve (its run is gone): its shipped weights measured, once
+        if "mig_check" in lengths[n]: continue
         clock.wait_while_paused()
         S.check_shipped(n, TP.DEFAULT_DEST, lengths)
     write_models_page(None, TP.DEFAULT_DEST)
