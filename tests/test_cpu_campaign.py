@@ -295,3 +295,40 @@ def test_each_papers_curve_stage_measures_its_metric(tiny, paper):
     assert PC.row_curve(paper, slugs[0], Stingy(5), lengths=(3,)) is True
     rows = PC.read_rows(paper, slugs[0])
     assert [r["steps"] for r in rows] == [3] and math.isfinite(rows[0][metric])
+
+
+def test_carry_puts_cut_short_work_in_the_index_and_a_clone_gets_it(tmp_path, monkeypatch):
+    "`--carry`: a cut-short run's checkpoint and an unfinished curve reach a fresh clone; finished ones leave the index."
+    import shutil, subprocess
+    root = tmp_path / "repo"; root.mkdir()
+    shutil.copy(ROOT / ".gitignore", root / ".gitignore")
+    git = lambda *a, cwd=root: subprocess.run(["git", "-C", str(cwd), *a], check=True, capture_output=True, text=True).stdout
+    git("init", "-q"); git("config", "user.email", "t@t"); git("config", "user.name", "t")
+    monkeypatch.setattr(C, "RESULTS", root / "results" / "campaign")
+    monkeypatch.setattr(C, "LEDGER", root / "benchmarks" / "campaign.json")
+    def put(rel, text="x"):
+        p = root / rel; p.parent.mkdir(parents=True, exist_ok=True); p.write_text(text); return rel
+    cut = [put("reports/x-cpu/runs/D/m/seed0/train/checkpoint/config.json"), put("reports/x-cpu/runs/D/m/seed0/train/checkpoint/state-1.pt")]
+    put("reports/x-cpu/runs/D/m/seed1/train/checkpoint/config.json"); put("reports/x-cpu/runs/D/m/seed1/eval.json", "{}")
+    curve = [put(f"results/campaign/paper_curves/foo/row/{f}") for f in
+             ("curve.jsonl", "seconds.json", "run/checkpoint/config.json", "run/checkpoint/state-9.pt")]
+    put("results/campaign/paper_curves/foo/row/run/step_0000010/config.json")       # a kept length: not carried
+    put("results/campaign/paper_curves/bar/row/run/checkpoint/config.json")          # its stage is done: not carried
+    C.write_ledger("curves-foo", dict(status="partial")); C.write_ledger("curves-bar", dict(status="ok"))
+    git("add", "-A"); git("commit", "-qm", "first")            # what git does not ignore
+    base = set(git("ls-files").split())
+    assert base == {".gitignore", "benchmarks/campaign.json", "reports/x-cpu/runs/D/m/seed1/eval.json"}
+    now, old = C.carry(root)
+    assert now == sorted(cut + curve) and old == []
+    assert set(git("ls-files").split()) - base == set(cut + curve)
+    git("commit", "-qm", "carry")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True, capture_output=True)
+    assert all((clone / p).read_text() == "x" for p in cut + curve)
+    assert not (clone / "reports/x-cpu/runs/D/m/seed1/train/checkpoint/config.json").exists()
+    # the run evaluated since and the curve done: both leave the index, their files stay on disk
+    put("reports/x-cpu/runs/D/m/seed0/eval.json", "{}"); git("add", "-A"); C.write_ledger("curves-foo", dict(status="ok"))
+    now, old = C.carry(root)
+    assert now == [] and old == sorted(cut + curve) and set(git("ls-files").split()) == base | {"reports/x-cpu/runs/D/m/seed0/eval.json"}
+    assert all((root / p).is_file() for p in cut + curve)
+    with pytest.raises(C.CampaignError, match="git ls-files failed"): C.carry(tmp_path / "clone" / "..")   # not a repository

@@ -6,12 +6,14 @@
     nice -n 10 python3 tools/campaign.py --next --budget 150m > results/campaign/log.txt 2>&1 &   # in the background
     python3 tools/campaign.py --pause                         # the running campaign stops at its next chunk boundary
     python3 tools/campaign.py --go-on                         # ... and goes on (SIGSTOP / SIGCONT work as well)
+    python3 tools/campaign.py --carry                         # before a session stops: cut-short work into git's index
 
 Every run trains in chunks of `CHUNK` steps (about a minute on two cores): a checkpoint at each chunk's end, from which a
 killed or timed-out campaign resumes bit-exactly (the trainer's checkpoints restore weights, optimizers and generators),
 so a stage cut short loses at most one chunk. Before each chunk the campaign checks its pause file and its budget: a chunk
 that would not finish within the budget (at the rate measured so far) is not started, and the stage ends `partial`, to be
-continued by the next `--next`. Working files (checkpoints, optimizer state) stay in `results/campaign/` (ignored by git);
+continued by the next `--next`; `--carry` (campaign stopped) puts the checkpoints of cut-short runs and unfinished curves
+in git's index, so that a new checkout of a commit resumes them too. Working files (checkpoints, optimizer state) stay in `results/campaign/` (ignored by git);
 what lands in the checkout is small: the learning curves (`benchmarks/curves/NAME.csv` and `.png`), the ledger
 `benchmarks/campaign.json` (each stage's status, seconds, CPU, precision, torch), and, from the models stage, the fp16
 weights and cards of the shipped models (`disentbook/assets/pretrained/`) with their figures (`reports/pretrained/`).
@@ -311,6 +313,44 @@ def run_gpu_stage(stage: str, extra: list[str]) -> int:
     return _gpu().main(["--stage", GPU_STAGES[stage], *extra])
 
 
+def carried_paths(root: Path | None = None) -> list[Path]:
+    """What a new checkout needs to resume the campaign's cut-short work, which lives in files git ignores: the checkpoint
+    of every cpu reproduction run that has one but no evaluation yet, and the working files of every paper curve whose
+    stage is not done (its measured lengths, seconds and last checkpoint). A curve's kept lengths (`step_*`) are not
+    carried: a reproduction's seed 0 then trains again instead of resuming the curve's run."""
+    root = Path(root or ROOT)
+    led, out = read_ledger()["stages"], []
+    for ck in sorted((root / "reports").glob("*/runs/*/*/seed*/train/checkpoint")):
+        if (ck / "config.json").is_file() and not (ck.parent.parent / "eval.json").is_file():
+            out += sorted(p for p in ck.iterdir() if p.is_file())
+    for d in sorted((RESULTS / "paper_curves").glob("*/*")):
+        if led.get(f"curves-{d.parent.name}", {}).get("status") == "ok": continue
+        out += [p for p in (d / "curve.jsonl", d / "seconds.json") if p.is_file()]
+        ck = d / "run" / "checkpoint"
+        if (ck / "config.json").is_file(): out += sorted(p for p in ck.iterdir() if p.is_file())
+    return out
+
+
+def carry(root: Path | None = None) -> tuple[list[str], list[str]]:
+    """Before a session stops (campaign stopped): put `carried_paths` in git's index (forced: they are ignored) and take
+    out the ones carried earlier that are no longer needed (a run evaluated since, a curve done; the files stay on disk),
+    so a commit carries the cut-short work to a new checkout, which resumes it. Returns (carried, dropped)."""
+    import subprocess
+    root = Path(root or ROOT)
+    def git(*a):
+        r = subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True)
+        if r.returncode: raise CampaignError(f"git {a[0]} failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+        return r.stdout
+    now = {p.relative_to(root).as_posix() for p in carried_paths(root)}
+    rel = RESULTS.relative_to(root).as_posix() if RESULTS.is_relative_to(root) else None
+    tracked = {p for p in git("ls-files", "-z", "--", "reports/*/runs/*/train/checkpoint/*",
+                              *([f"{rel}/*"] if rel else [])).split("\0") if p}
+    old = sorted(tracked - now)
+    if old: git("rm", "-q", "--cached", "--", *old)
+    if now: git("add", "-f", "--", *sorted(now))
+    return sorted(now), old
+
+
 def run_stage(stage: str, clock: Clock) -> str:
     if stage not in STAGE_FNS: raise CampaignError(f"stage {stage!r} is not runnable here yet")
     from disentbook.train import resolve_precision
@@ -335,6 +375,8 @@ def main(argv=None) -> int:
     g.add_argument("--stage", choices=[*STAGES, *GPU_STAGES], help="run one stage (again, from where it stopped)")
     g.add_argument("--pause", action="store_true", help="make a running campaign wait at its next chunk boundary")
     g.add_argument("--go-on", action="store_true", help="let a paused campaign go on")
+    g.add_argument("--carry", action="store_true", help="before stopping a session (campaign stopped): add the cut-short "
+                   "runs' checkpoints and unfinished curves to git's index, so a new checkout resumes them")
     p.add_argument("--gpu", action="store_true", help="with --next: the GPU stages not landed yet (needs a CUDA GPU)")
     p.add_argument("--recipes", help="with the dsprites stages: these recipes only, comma-separated (the stage stays partial)")
     p.add_argument("--budget", default="150m", help="wall budget of this call (e.g. 150m, 2h): no chunk is started that "
@@ -345,6 +387,12 @@ def main(argv=None) -> int:
     try:
         if a.pause: RESULTS.mkdir(parents=True, exist_ok=True); pause_file().touch(); print(f"pause asked ({pause_file()})"); return 0
         if a.go_on: pause_file().unlink(missing_ok=True); print("go on"); return 0
+        if a.carry:
+            now, old = carry()
+            print(f"carried {len(now)} file(s) of cut-short work ({sum((ROOT / p).stat().st_size for p in now) / 1e6:.1f} MB)"
+                  + (f", {len(old)} no longer needed taken out of the index" if old else "") + ": commit them")
+            for p in now: print(f"  {p}")
+            return 0
         led = read_ledger()["stages"]
         if a.list:
             for s, what in STAGES.items():
