@@ -308,10 +308,12 @@ def test_carry_puts_cut_short_work_in_the_index_and_a_clone_gets_it(tmp_path, mo
     monkeypatch.setattr(C, "LEDGER", root / "benchmarks" / "campaign.json")
     def put(rel, text="x"):
         p = root / rel; p.parent.mkdir(parents=True, exist_ok=True); p.write_text(text); return rel
-    cut = [put("reports/x-cpu/runs/D/m/seed0/train/checkpoint/config.json"), put("reports/x-cpu/runs/D/m/seed0/train/checkpoint/state-1.pt")]
+    ckpt = lambda d, state: [put(f"{d}/config.json", json.dumps(dict(state_file=state))), put(f"{d}/{state}")]
+    cut = ckpt("reports/x-cpu/runs/D/m/seed0/train/checkpoint", "state-0000001-0123456789ab.pt")
+    put("reports/x-cpu/runs/D/m/seed0/train/checkpoint/state-0000002-0123456789ab.pt.tmp")      # a save cut short: not carried
     put("reports/x-cpu/runs/D/m/seed1/train/checkpoint/config.json"); put("reports/x-cpu/runs/D/m/seed1/eval.json", "{}")
-    curve = [put(f"results/campaign/paper_curves/foo/row/{f}") for f in
-             ("curve.jsonl", "seconds.json", "run/checkpoint/config.json", "run/checkpoint/state-9.pt")]
+    curve = [put(f"results/campaign/paper_curves/foo/row/{f}") for f in ("curve.jsonl", "seconds.json")] \
+        + ckpt("results/campaign/paper_curves/foo/row/run/checkpoint", "state-0000009-0123456789ab.pt")
     put("results/campaign/paper_curves/foo/row/run/step_0000010/config.json")       # a kept length: not carried
     put("results/campaign/paper_curves/bar/row/run/checkpoint/config.json")          # its stage is done: not carried
     C.write_ledger("curves-foo", dict(status="partial")); C.write_ledger("curves-bar", dict(status="ok"))
@@ -324,7 +326,7 @@ def test_carry_puts_cut_short_work_in_the_index_and_a_clone_gets_it(tmp_path, mo
     git("commit", "-qm", "carry")
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True, capture_output=True)
-    assert all((clone / p).read_text() == "x" for p in cut + curve)
+    assert all((clone / p).read_text() == (root / p).read_text() for p in cut + curve)
     assert not (clone / "reports/x-cpu/runs/D/m/seed1/train/checkpoint/config.json").exists()
     # the run evaluated since and the curve done: both leave the index, their files stay on disk
     put("reports/x-cpu/runs/D/m/seed0/eval.json", "{}"); git("add", "-A"); C.write_ledger("curves-foo", dict(status="ok"))

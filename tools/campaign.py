@@ -320,15 +320,16 @@ def carried_paths(root: Path | None = None) -> list[Path]:
     carried: a reproduction's seed 0 then trains again instead of resuming the curve's run."""
     root = Path(root or ROOT)
     led, out = read_ledger()["stages"], []
+    def checkpoint(ck: Path) -> list[Path]:          # its config and the state file it names (no leftover temporary file)
+        try: state = ck / json.loads((ck / "config.json").read_text())["state_file"]
+        except (OSError, ValueError, KeyError, TypeError): return []
+        return [ck / "config.json", state] if state.is_file() else []
     for ck in sorted((root / "reports").glob("*/runs/*/*/seed*/train/checkpoint")):
-        if (ck / "config.json").is_file() and not (ck.parent.parent / "eval.json").is_file():
-            out += sorted(p for p in ck.iterdir() if p.is_file())
+        if not (ck.parent.parent / "eval.json").is_file(): out += checkpoint(ck)
     for d in sorted((RESULTS / "paper_curves").glob("*/*")):
         if led.get(f"curves-{d.parent.name}", {}).get("status") == "ok": continue
-        out += [p for p in (d / "curve.jsonl", d / "seconds.json") if p.is_file()]
-        ck = d / "run" / "checkpoint"
-        if (ck / "config.json").is_file(): out += sorted(p for p in ck.iterdir() if p.is_file())
-    return out
+        out += [p for p in (d / "curve.jsonl", d / "seconds.json") if p.is_file()] + checkpoint(d / "run" / "checkpoint")
+    return sorted(out)
 
 
 def carry(root: Path | None = None) -> tuple[list[str], list[str]]:
