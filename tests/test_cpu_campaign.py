@@ -308,9 +308,10 @@ def test_carry_puts_cut_short_work_in_the_index_and_a_clone_gets_it(tmp_path, mo
     monkeypatch.setattr(C, "LEDGER", root / "benchmarks" / "campaign.json")
     def put(rel, text="x"):
         p = root / rel; p.parent.mkdir(parents=True, exist_ok=True); p.write_text(text); return rel
-    ckpt = lambda d, state: [put(f"{d}/config.json", json.dumps(dict(state_file=state))), put(f"{d}/{state}")]
+    ckpt = lambda d, state, s=600: [put(f"{d}/config.json", json.dumps(dict(state_file=state, train_seconds=s))), put(f"{d}/{state}")]
     cut = ckpt("reports/x-cpu/runs/D/m/seed0/train/checkpoint", "state-0000001-0123456789ab.pt")
     put("reports/x-cpu/runs/D/m/seed0/train/checkpoint/state-0000002-0123456789ab.pt.tmp")      # a save cut short: not carried
+    ckpt("reports/x-cpu/runs/D/m/seed2/train/checkpoint", "state-0000001-0123456789ab.pt", s=C.CARRY_SECONDS - 1)  # cheap: not
     put("reports/x-cpu/runs/D/m/seed1/train/checkpoint/config.json"); put("reports/x-cpu/runs/D/m/seed1/eval.json", "{}")
     curve = [put(f"results/campaign/paper_curves/foo/row/{f}") for f in ("curve.jsonl", "seconds.json")] \
         + ckpt("results/campaign/paper_curves/foo/row/run/checkpoint", "state-0000009-0123456789ab.pt")

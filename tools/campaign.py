@@ -56,6 +56,7 @@ PAUSE_POLL = 5.0                                 # seconds between looks at the 
 CHUNK = 1000                                     # steps between checkpoints, pause and budget checks
 FLAT = 0.02          # choose_length: no later measured length improves the metric by this much
 THREADS = 2          # torch threads of every campaign run
+CARRY_SECONDS = 300.0   # --carry: a checkpoint holding less training than this is trained again rather than committed
 CPU_MARGIN, CPU_MIN = 30.0, 120.0   # a cpu-<paper> call stops this long before its budget ends; starts only with this much
 STAGES = {
     "dsprites-curves": "the seven dSprites recipes, each one run to 20,000 steps (bf16 where native, 2 threads), measured "
@@ -316,14 +317,17 @@ def run_gpu_stage(stage: str, extra: list[str]) -> int:
 def carried_paths(root: Path | None = None) -> list[Path]:
     """What a new checkout needs to resume the campaign's cut-short work, which lives in files git ignores: the checkpoint
     of every cpu reproduction run that has one but no evaluation yet, and the working files of every paper curve whose
-    stage is not done (its measured lengths, seconds and last checkpoint). A curve's kept lengths (`step_*`) are not
+    stage is not done (its measured lengths, seconds and last checkpoint), each checkpoint only when it holds at least
+    `CARRY_SECONDS` of training (a shorter one costs less to train again than its megabytes cost git). A curve's kept lengths (`step_*`) are not
     carried: a reproduction's seed 0 then trains again instead of resuming the curve's run."""
     root = Path(root or ROOT)
     led, out = read_ledger()["stages"], []
     def checkpoint(ck: Path) -> list[Path]:          # its config and the state file it names (no leftover temporary file)
-        try: state = ck / json.loads((ck / "config.json").read_text())["state_file"]
+        try:
+            cfg = json.loads((ck / "config.json").read_text())
+            state, seconds = ck / cfg["state_file"], float(cfg.get("train_seconds") or 0)
         except (OSError, ValueError, KeyError, TypeError): return []
-        return [ck / "config.json", state] if state.is_file() else []
+        return [ck / "config.json", state] if state.is_file() and seconds >= CARRY_SECONDS else []
     for ck in sorted((root / "reports").glob("*/runs/*/*/seed*/train/checkpoint")):
         if not (ck.parent.parent / "eval.json").is_file(): out += checkpoint(ck)
     for d in sorted((RESULTS / "paper_curves").glob("*/*")):
