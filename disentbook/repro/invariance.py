@@ -122,8 +122,11 @@ INVARIANCE_SCALES = {
                   shapes3d_inv=dict(train=dict(steps=40_000, batch_size=64, log_every=500)),
                   mpi3d=dict(train=dict(steps=300_000, batch_size=64, log_every=1000), data=dict(mpi3d_variant="real")))}
 # cpu: the headline claims' rows only, 5 seeds, each as long as its measured learning curve asks (quick's
-# settings otherwise; the curves: the campaign's curves-<paper> stages)
-INVARIANCE_SCALES["cpu"] = cpu_scale(INVARIANCE_SCALES["quick"], "Table 1", ("inv_cnn", "uai", "swap_invariance"))
+# settings otherwise; the curves: the campaign's curves-<paper> stages). The headline claim compares Ours with the best
+# of the six other rows of Table 1 (and ours, Baseline with CNN + β-VAE), so all seven train; a first cpu run of three
+# (Baseline, UAI, Ours) left that claim 'not checked'
+INVARIANCE_SCALES["cpu"] = cpu_scale(INVARIANCE_SCALES["quick"], "Table 1", ("inv_cnn", "inv_cnn_beta_vae_beta4", "vfae", "cai",
+                                                                             "cvib", "uai", "swap_invariance"))
 
 _OTHERS = "max(Baseline, beta-VAE, VFAE, CAI, CVIB, UAI)"
 _T1S, _42 = "Table 1 (Colored-MNIST columns), all seven rows", "Section 4.2: 'Our proposed model significantly outperforms prior work'"
