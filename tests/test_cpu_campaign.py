@@ -308,13 +308,17 @@ def test_carry_puts_cut_short_work_in_the_index_and_a_clone_gets_it(tmp_path, mo
     monkeypatch.setattr(C, "LEDGER", root / "benchmarks" / "campaign.json")
     def put(rel, text="x"):
         p = root / rel; p.parent.mkdir(parents=True, exist_ok=True); p.write_text(text); return rel
-    ckpt = lambda d, state, s=600: [put(f"{d}/config.json", json.dumps(dict(state_file=state, train_seconds=s))), put(f"{d}/{state}")]
-    cut = ckpt("reports/x-cpu/runs/D/m/seed0/train/checkpoint", "state-0000001-0123456789ab.pt")
+    from disentbook.checkpoints import write_checkpoint
+    def ckpt(d, state, s=600):                       # a real checkpoint (the package's writer), `s` seconds of training
+        cfg = json.loads((write_checkpoint(root / d, state.encode(), dict(step=1, train_seconds=s)) / "config.json").read_text())
+        return [f"{d}/config.json", f"{d}/{cfg['state_file']}"]
+    cut = ckpt("reports/x-cpu/runs/D/m/seed0/train/checkpoint", "a") + [put("reports/x-cpu/runs/D/m/seed0/from_curve.json", "{}")]
     put("reports/x-cpu/runs/D/m/seed0/train/checkpoint/state-0000002-0123456789ab.pt.tmp")      # a save cut short: not carried
-    ckpt("reports/x-cpu/runs/D/m/seed2/train/checkpoint", "state-0000001-0123456789ab.pt", s=C.CARRY_SECONDS - 1)  # cheap: not
+    ckpt("reports/x-cpu/runs/D/m/seed2/train/checkpoint", "b", s=C.CARRY_SECONDS - 1)            # cheap: not carried
+    put("reports/x-cpu/runs/D/m/seed3/train/checkpoint/config.json", "{")                      # unreadable: not carried
     put("reports/x-cpu/runs/D/m/seed1/train/checkpoint/config.json"); put("reports/x-cpu/runs/D/m/seed1/eval.json", "{}")
     curve = [put(f"results/campaign/paper_curves/foo/row/{f}") for f in ("curve.jsonl", "seconds.json")] \
-        + ckpt("results/campaign/paper_curves/foo/row/run/checkpoint", "state-0000009-0123456789ab.pt")
+        + ckpt("results/campaign/paper_curves/foo/row/run/checkpoint", "c")
     put("results/campaign/paper_curves/foo/row/run/step_0000010/config.json")       # a kept length: not carried
     put("results/campaign/paper_curves/bar/row/run/checkpoint/config.json")          # its stage is done: not carried
     C.write_ledger("curves-foo", dict(status="partial")); C.write_ledger("curves-bar", dict(status="ok"))

@@ -322,14 +322,16 @@ def carried_paths(root: Path | None = None) -> list[Path]:
     carried: a reproduction's seed 0 then trains again instead of resuming the curve's run."""
     root = Path(root or ROOT)
     led, out = read_ledger()["stages"], []
+    from disentbook.core import DisentbookError
+    from disentbook.checkpoints import read_checkpoint_config
     def checkpoint(ck: Path) -> list[Path]:          # its config and the state file it names (no leftover temporary file)
-        try:
-            cfg = json.loads((ck / "config.json").read_text())
-            state, seconds = ck / cfg["state_file"], float(cfg.get("train_seconds") or 0)
-        except (OSError, ValueError, KeyError, TypeError): return []
-        return [ck / "config.json", state] if state.is_file() and seconds >= CARRY_SECONDS else []
+        try: cfg = read_checkpoint_config(ck)
+        except (DisentbookError, OSError): return []  # none, or not a readable checkpoint: nothing to resume
+        return [ck / "config.json", ck / cfg["state_file"]] if float(cfg.get("train_seconds") or 0) >= CARRY_SECONDS else []
     for ck in sorted((root / "reports").glob("*/runs/*/*/seed*/train/checkpoint")):
-        if not (ck.parent.parent / "eval.json").is_file(): out += checkpoint(ck)
+        run = ck.parent.parent
+        if (run / "eval.json").is_file() or not (got := checkpoint(ck)): continue
+        out += got + [p for p in (run / FROM_CURVE,) if p.is_file()]     # a seed 0 copied from its curve says so after
     for d in sorted((RESULTS / "paper_curves").glob("*/*")):
         if led.get(f"curves-{d.parent.name}", {}).get("status") == "ok": continue
         out += [p for p in (d / "curve.jsonl", d / "seconds.json") if p.is_file()] + checkpoint(d / "run" / "checkpoint")
@@ -348,7 +350,7 @@ def carry(root: Path | None = None) -> tuple[list[str], list[str]]:
         return r.stdout
     now = {p.relative_to(root).as_posix() for p in carried_paths(root)}
     rel = RESULTS.relative_to(root).as_posix() if RESULTS.is_relative_to(root) else None
-    tracked = {p for p in git("ls-files", "-z", "--", "reports/*/runs/*/train/checkpoint/*",
+    tracked = {p for p in git("ls-files", "-z", "--", "reports/*/runs/*/train/checkpoint/*", f"reports/*/runs/*/{FROM_CURVE}",
                               *([f"{rel}/*"] if rel else [])).split("\0") if p}
     old = sorted(tracked - now)
     if old: git("rm", "-q", "--cached", "--", *old)
