@@ -256,8 +256,35 @@ def test_paper_curves_give_the_cpu_scale_its_length_and_plan(tiny, monkeypatch, 
         at = next(r for r in PC.read_rows("invariance", slug) if r["steps"] == e["steps"])
         assert ev["steps"] == e["steps"] and ev["avg_acc"] == pytest.approx(at["avg_acc"], rel=1e-9, abs=1e-12), (slug, ev, at)
     assert any(n.startswith("Seed 0 of ") for n in m["notes"]) and "learning curve" in (out / "report.md").read_text()
-    assert C.run_stage("cpu-invariance-midpoint", C.Clock(1e9)) == "ok"          # the sensitivity: its own folder and label
-    assert "Sensitivity (ours)" in (tiny / "reports" / "invariance-cpu-midpoint" / "report.md").read_text()
+    # the sensitivity, its own folder and label. Its palette changes the evaluation only: trained again under it, every
+    # run has the weights of the cpu reproduction's run of the same row and seed ...
+    from disentbook.checkpoints import read_checkpoint_config
+    def weights(run):
+        ck = run / "train" / "checkpoint"
+        return torch.load(ck / read_checkpoint_config(ck)["state_file"], weights_only=True)["model"]
+    mid = tiny / "reports" / "invariance-cpu-midpoint"
+    monkeypatch.setattr(C, "EVAL_ONLY", set())
+    assert C.run_stage("cpu-invariance-midpoint", C.Clock(1e9)) == "ok"
+    assert "Sensitivity (ours)" in (mid / "report.md").read_text()
+    runs = sorted(r.parent.relative_to(mid) for r in mid.glob("runs/*/*/seed*/eval.json"))
+    assert len(runs) == len(slugs) and not list(mid.glob(f"runs/*/*/seed*/{C.FROM_BASE}"))
+    for r in runs:
+        a, b = weights(out / r), weights(mid / r)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), r
+    trained = mid.rename(tiny / "trained-midpoint")
+    # ... so the stage copies those models in and only evaluates them: the same evaluation, the report says where they trained
+    monkeypatch.setattr(C, "EVAL_ONLY", {"cpu-invariance-midpoint"})
+    assert C.run_stage("cpu-invariance-midpoint", C.Clock(1e9)) == "ok"
+    assert len(list(mid.glob(f"runs/*/*/seed*/{C.FROM_BASE}"))) == len(runs)
+    for r in runs:
+        got, want = (json.loads((d / r / "eval.json").read_text())["metrics"] for d in (mid, trained))
+        assert got.keys() == want.keys() and all(got[k] == pytest.approx(want[k], rel=1e-9, abs=1e-12) for k in want
+                                                 if isinstance(want[k], float) and "seconds" not in k), r
+        base = json.loads((out / r / "eval.json").read_text())["metrics"]
+        assert "acc@red+green" in got and "acc@yellow" in base and "acc@yellow" not in got     # the other palette ...
+        assert got["avg_acc_train"] == pytest.approx(base["avg_acc_train"], rel=1e-9, abs=1e-12)  # ... the same model
+    rep = (mid / "report.md").read_text()
+    assert "Sensitivity (ours)" in rep and "evaluated again" in rep and "invariance-cpu" in rep
 
 
 def test_a_packaging_keeps_the_shipped_model_of_another_width_when_it_measured_higher():

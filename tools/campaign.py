@@ -31,7 +31,8 @@ Stages:
   seed-0 run: the curve keeps its checkpoint at every measured length, and the reproduction resumes seed 0 from the one
   at its length instead of training it again (the report says so, with the curve's training time).
 - `cpu-invariance-midpoint`: the invariance cpu reproduction again with the second test palette (`-o palette=midpoint`,
-  declared by a rule before it ran), a sensitivity of the package's own, into `reports/invariance-cpu-midpoint`.
+  declared by a rule before it ran), a sensitivity of the package's own, into `reports/invariance-cpu-midpoint`. The
+  palette changes the test backgrounds only, so its runs are `cpu-invariance`'s models evaluated again (`EVAL_ONLY`).
 - `dsprites-seeds` (tools/dsprites_seeds.py), after the papers: the recipes of `dsprites_curves.SEED_RECIPES` trained
   again with seeds 1-4 to the length their seed-0 curve chose, each measured along its run; the seed with the highest
   MIG on the curves' images ships (`benchmarks/curves/seeds.json`), and every shipped model's card also states its MIG
@@ -188,13 +189,18 @@ def reports_dir(paper: str) -> Path: return ROOT / "reports" / f"{paper}-cpu"
 # sensitivity runs of the package's own (labelled so in their reports), each after its paper's cpu reproduction:
 # stage -> (paper, reproduction options, report folder suffix)
 SENSITIVITY = {"cpu-invariance-midpoint": ("invariance", dict(palette="midpoint"), "-midpoint")}
+# the sensitivities whose options change the evaluation only: the palette names the unseen test backgrounds, and training
+# reads the training backgrounds alone (`repro.invariance_eval.load_invariance_data`), so their runs are the models of
+# the paper's cpu reproduction, copied in and evaluated again (a test trains them again and gets the same weights)
+EVAL_ONLY = {"cpu-invariance-midpoint"}
 
 
-def stage_cpu(paper: str, clock: Clock, options: dict | None = None, suffix: str = "") -> str:
+def stage_cpu(paper: str, clock: Clock, options: dict | None = None, suffix: str = "", reuse: bool = False) -> str:
     """`disentbook reproduce <paper> --scale cpu` into reports/<paper>-cpu (the length its curves chose), resuming: a
     finished run is reused, a cut-short run goes on from its last checkpoint (a tenth of its length, at least 1,000
     steps). The budget stops it 30 s before its end (`partial`): a timer, since one run does not stop at chunk boundaries;
-    SIGSTOP / SIGCONT pause it (the pause file is read between stages only)."""
+    SIGSTOP / SIGCONT pause it (the pause file is read between stages only). `reuse` (a sensitivity whose options change
+    the evaluation only): each run starts from the finished model of the same row and seed in reports/<paper>-cpu."""
     import torch
     torch.set_num_threads(THREADS)
     import disentbook  # noqa: F401  (registers the papers)
@@ -203,7 +209,8 @@ def stage_cpu(paper: str, clock: Clock, options: dict | None = None, suffix: str
     left = clock.left() - CPU_MARGIN
     if left < CPU_MIN: return "partial"
     out = Path(str(reports_dir(paper)) + suffix)
-    seed_from_curves(paper, out, options or {})
+    if reuse: seed_from_base(paper, out)
+    else: seed_from_curves(paper, out, options or {})
     timer = threading.current_thread() is threading.main_thread()
     def out_of_budget(*_): raise OutOfBudget()
     old = signal.signal(signal.SIGALRM, out_of_budget) if timer else None
@@ -219,6 +226,8 @@ def stage_cpu(paper: str, clock: Clock, options: dict | None = None, suffix: str
         if timer: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
     seeded = {f.parent.parent.name: json.loads(f.read_text())["seconds"] for f in sorted(out.glob(f"runs/*/*/seed0/{FROM_CURVE}"))}
     if seeded: note_seeded(paper, out, seeded)
+    based = {f.parent: json.loads(f.read_text()) for f in sorted(out.glob(f"runs/*/*/seed*/{FROM_BASE}"))}
+    if based: note_based(paper, out, based)
     return "ok"
 
 
@@ -253,18 +262,60 @@ def seed_from_curves(paper: str, out: Path, options: dict) -> dict:
     return got
 
 
-def note_seeded(paper: str, out: Path, seeded: dict):
-    "Say in the report (its metrics.json notes, then a re-judge that rewrites report.md) which seed-0 runs came from the curves."
+FROM_BASE = "from_base.json"          # beside a sensitivity's run copied from the paper's cpu reproduction
+
+
+def seed_from_base(paper: str, out: Path) -> int:
+    """A sensitivity whose options change the evaluation only (`EVAL_ONLY`): every finished run of reports/<paper>-cpu
+    (evaluated, its checkpoint at the scale's length) is copied into the same place of `out`, where the reproduction
+    resumes it at its last step, so it is only evaluated, with the sensitivity's options (a `FROM_BASE` file beside it
+    names the source and its training seconds). A run the base has not finished trains here as usual. Returns the number
+    copied now."""
+    import shutil
+    from disentbook.core import DisentbookError
+    from disentbook.checkpoints import read_checkpoint_config
+    from disentbook.repro import harness as H
+    base, steps, n = reports_dir(paper), H.scale_config(H.PAPERS[paper], "cpu")["train"]["steps"], 0
+    for ev in sorted(base.glob("runs/*/*/seed*/eval.json")):
+        src, dst = ev.parent, out / ev.parent.relative_to(base)
+        if (dst / "eval.json").exists() or (dst / "train").exists(): continue
+        try: cfg = read_checkpoint_config(src / "train" / "checkpoint")
+        except (DisentbookError, OSError): continue          # its checkpoint is not here (another checkout): train it
+        if cfg.get("step") != steps: continue
+        shutil.copytree(src / "train" / "checkpoint", dst / "train" / "checkpoint")
+        (dst / FROM_BASE).write_text(json.dumps(dict(seconds=float(cfg.get("train_seconds") or float("nan")), steps=steps,
+                                                     source=f"reports/{base.name}")) + "\n")
+        n += 1
+    if n: print(f"{out.name}: {n} runs are the models of {base.name}, evaluated again with this sensitivity's options", flush=True)
+    return n
+
+
+def _note(paper: str, out: Path, prefix: str, note: str):
+    "Add `note` (replacing one that starts with `prefix`) to the report's metrics.json notes, then re-judge (report.md)."
     from disentbook.repro import harness as H
     f = out / "metrics.json"
     m = json.loads(f.read_text())
-    note = ("Seed 0 of " + ", ".join(sorted(seeded)) + " is the run that measured its learning curve (tools/campaign.py "
-            f"curves-{paper}: the same settings, data and seed, resumed here from its checkpoint at this length); its "
-            "training time, measured along the curve (" + ", ".join(f"{s}: {v:.0f} s" for s, v in sorted(seeded.items()))
-            + "), is not in the wall times above.")
-    m["notes"] = [n for n in m.get("notes", []) if not n.startswith("Seed 0 of ")] + [note]
+    m["notes"] = [n for n in m.get("notes", []) if not n.startswith(prefix)] + [note]
     f.write_text(json.dumps(m, indent=1) + "\n")
     H.rejudge(H.PAPERS[paper], out)
+
+
+def note_seeded(paper: str, out: Path, seeded: dict):
+    "Say in the report (its metrics.json notes, then a re-judge that rewrites report.md) which seed-0 runs came from the curves."
+    _note(paper, out, "Seed 0 of ", "Seed 0 of " + ", ".join(sorted(seeded)) + " is the run that measured its learning curve "
+          f"(tools/campaign.py curves-{paper}: the same settings, data and seed, resumed here from its checkpoint at this "
+          "length); its training time, measured along the curve (" + ", ".join(f"{s}: {v:.0f} s" for s, v in sorted(seeded.items()))
+          + "), is not in the wall times above.")
+
+
+def note_based(paper: str, out: Path, based: dict):
+    "Say in a sensitivity's report which of its runs are the models of the paper's cpu reproduction, evaluated again."
+    total = len(list(out.glob("runs/*/*/seed*/eval.json")))
+    src = next(iter(based.values()))["source"]
+    secs = sum(v["seconds"] for v in based.values())
+    _note(paper, out, "The models of ", f"The models of {len(based)} of these {total} runs are those of `{src}` (the same "
+          "row, seed and settings: these options change the evaluation only, training never reads them), evaluated "
+          f"again here; their training, {secs / 3600:.2f} hours in all, is in that report and not in the wall times above.")
 
 
 # each paper: its headline rows along one run each (tools/paper_curves.py), the lengths of its `cpu` scale; then its `cpu`
@@ -280,8 +331,9 @@ for _p in PAPER_CURVES:
     for _s, (_q, _o, _x) in SENSITIVITY.items():
         if _q != _p: continue
         STAGES[_s] = (f"the same cpu reproduction with -o {' '.join(f'{k}={v}' for k, v in _o.items())} (a sensitivity of the "
-                      f"package's own, labelled so) into reports/{_p}-cpu{_x}")
-        STAGE_FNS[_s] = (lambda p, o, x: lambda clock: stage_cpu(p, clock, o, x))(_q, _o, _x)
+                      f"package's own, labelled so) into reports/{_p}-cpu{_x}" + ("; the options change the evaluation "
+                      f"only: cpu-{_p}'s models, evaluated again" if _s in EVAL_ONLY else ""))
+        STAGE_FNS[_s] = (lambda s, p, o, x: lambda clock: stage_cpu(p, clock, o, x, reuse=s in EVAL_ONLY))(_s, _q, _o, _x)
 
 
 # after the papers (a paper's verdicts first; factor_vae's four seeds are about four hours on two cores)
