@@ -95,6 +95,8 @@ class Paper:
     values: str | None = None                   # the paper-values CSV (default: `name`)
     learned: tuple = ()                         # `verdicts.Gate`s: what "the model learned" means for its rows
     pixels: Callable | None = None              # fn(data, cfg, seed) -> {metric: value}: the paper's metrics on the raw pixels
+    sensitivity: tuple = ()                     # options that change what is measured (a test palette): a report with one
+                                                # off its default is a sensitivity of the package's own, not its scale's column
 
 from ..core import REPRO_MODULES
 PAPERS = Registry("paper", REPRO_MODULES)

@@ -279,6 +279,7 @@ INVARIANCE_PAPER = Paper(
     name="invariance", title="Reconstruction for disentanglement, contrast for invariance (ICLR 2022 submission)",
     scales=INVARIANCE_SCALES, tables=INVARIANCE_TABLES, data=load_invariance_data, evaluate=evaluate_invariance,
     claims=INVARIANCE_CLAIMS, learned=GATES, figures=(invariance_figures,), model=invariance_model, sampler=invariance_sampler,
-    notes=invariance_notes, sections=invariance_sections, options=dict(palette="default"))
+    notes=invariance_notes, sections=invariance_sections, options=dict(palette="default"),
+    sensitivity=("palette",))
 
 reproduce_invariance = register_reproduction(INVARIANCE_PAPER)

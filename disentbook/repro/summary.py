@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core import InputError
-from .harness import read_metrics
+from .harness import PAPERS, read_metrics
 
 # %% auto #0
-__all__ = ['SCALES', 'SHORT', 'report_claims', 'claims_table', 'claims_markdown', 'counts']
+__all__ = ['SCALES', 'SHORT', 'sensitivity_of', 'report_claims', 'claims_table', 'claims_markdown', 'counts']
 
 # %% ../../nbs/08c_summary.ipynb #59d13313
 SCALES = ("quick", "cpu", "gpu", "paper")                     # the columns, in order (smoke reports judge nothing)
@@ -18,29 +18,59 @@ SHORT = {"holds": "holds", "fails": "**fails**", "inconclusive": "inconclusive",
          "not tested at this scale": "not tested", "not tested: learning not shown": "learning not shown",
          "not tested: model did not learn": "learning not shown"}          # the same verdict, as older reports name it
 
+def sensitivity_of(m: dict) -> str:
+    """The options that make a report a sensitivity of the package's own (`Paper.sensitivity` options off their
+    defaults, e.g. `palette=midpoint`), as 'k=v, ...'; '' for the paper's own setting."""
+    p = PAPERS[m["paper"]] if m["paper"] in PAPERS else None
+    opts = m.get("options") or {}
+    return ", ".join(f"{k}={opts[k]}" for k in (p.sensitivity if p else ()) if k in opts and opts[k] != p.options.get(k))
+
 def report_claims(path) -> dict:
-    "One report's claims: dict(paper, scale, device, report (its folder), claims) from its `metrics.json`."
+    "One report's claims: dict(paper, scale, sensitivity, device, report (its folder), claims) from its `metrics.json`."
     f = Path(path) / "metrics.json" if Path(path).is_dir() else Path(path)
     m = read_metrics(f, ("paper", "scale", "claims"))
-    return dict(paper=m["paper"], scale=m["scale"], device=str(m.get("device", "")), report=f.parent, claims=m["claims"])
+    return dict(paper=m["paper"], scale=m["scale"], sensitivity=sensitivity_of(m), device=str(m.get("device", "")),
+                report=f.parent, claims=m["claims"])
 
 def claims_table(reports_dir="reports") -> list[dict]:
     """Every claim of every report under `reports_dir` (one folder per report), one row per (paper, claim): its source,
-    whether it is ours, and per scale the verdict, power, n and the report it comes from. Rows keep each paper's
-    claim order; papers in alphabetical order."""
+    whether it is ours, per scale the verdict, power, n and the report it comes from, and under `sensitivities` the
+    same from each sensitivity report (`sensitivity_of`), which never fills a scale's column. Rows keep each paper's
+    claim order; papers in alphabetical order. Two reports of one paper at one scale are a one-line error."""
     root = Path(reports_dir)
     if not root.is_dir(): raise InputError(f"{root}: no such folder (expected one folder per report, each with metrics.json)")
-    rows: dict = {}
+    rows, seen = {}, {}
     for f in sorted(root.glob("*/metrics.json")):
         r = report_claims(f)
         if r["scale"] not in SCALES: continue
+        where = r["report"].relative_to(root).as_posix()
+        if (k := (r["paper"], r["scale"], r["sensitivity"])) in seen:
+            raise InputError(f"{root}: two {r['paper']} reports at scale {r['scale']}" + (f" with {r['sensitivity']}" if
+                             r["sensitivity"] else "") + f" ({seen[k]}, {where}); keep one in this folder")
+        seen[k] = where
         for c in r["claims"]:
             key = (r["paper"], c["claim"])
             row = rows.setdefault(key, dict(paper=r["paper"], claim=c["claim"], source=c.get("source", ""),
-                                            ours=bool(c.get("ours")), scales={}))
-            row["scales"][r["scale"]] = dict(verdict=c["verdict"], power=c.get("power"), n=c.get("n"),
-                                             report=r["report"].relative_to(root).as_posix(), device=r["device"])
+                                            ours=bool(c.get("ours")), scales={}, sensitivities=[]))
+            v = dict(verdict=c["verdict"], power=c.get("power"), n=c.get("n"), report=where, device=r["device"])
+            if r["sensitivity"]: row["sensitivities"].append(dict(v, scale=r["scale"], options=r["sensitivity"]))
+            else: row["scales"][r["scale"]] = v
     return sorted(rows.values(), key=lambda x: x["paper"])
+
+def _sensitivity_lines(rows: list[dict], link_prefix: str) -> list[str]:
+    "Under a paper's table: each sensitivity report, and the claims whose verdict there differs from its scale's column."
+    runs = {}
+    for r in rows:
+        for s in r.get("sensitivities", ()): runs.setdefault((s["scale"], s["options"], s["report"]), []).append((r, s))
+    L = []
+    for (scale, opts, rep), got in runs.items():
+        diff = [f"{r['claim']}: {SHORT.get(s['verdict'], s['verdict'])} (`{scale}`: "
+                f"{SHORT.get(r['scales'].get(scale, {}).get('verdict'), r['scales'].get(scale, {}).get('verdict', 'no report'))})"
+                for r, s in got if s["verdict"] != r["scales"].get(scale, {}).get("verdict")]
+        L += ["", f"*Sensitivity (ours)*, `{scale}` with `{opts}` ([report]({link_prefix}{rep}/report.md)): " +
+              ("the same verdict as the `" + scale + "` column for every claim." if not diff else
+               "verdicts that differ from the `" + scale + "` column: " + "; ".join(diff) + ".")]
+    return L
 
 def claims_markdown(rows: list[dict], link_prefix: str = "reports/", sources: bool = True) -> str:
     """The table as markdown: one section per paper; a column per scale present, each verdict linking its report (the
@@ -49,6 +79,7 @@ def claims_markdown(rows: list[dict], link_prefix: str = "reports/", sources: bo
     L, paper = [], None
     for r in rows:
         if r["paper"] != paper:
+            if paper is not None: L += _sensitivity_lines([x for x in rows if x["paper"] == paper], link_prefix)
             paper = r["paper"]
             L += ["" if L else None, f"**{paper}**", "", "| claim | " + ("source | " if sources else "") + " | ".join(scales) + " |",
                   "|---|" + ("---|" if sources else "") + "---|" * len(scales)]
@@ -61,6 +92,7 @@ def claims_markdown(rows: list[dict], link_prefix: str = "reports/", sources: bo
         text = r["claim"].replace("|", "\\|") + (" *(ours)*" if r["ours"] else "")
         src = f"{r['source'].replace('|', '/')} | " if sources else ""
         L.append(f"| {text} | {src}" + " | ".join(cells) + " |")
+    if paper is not None: L += _sensitivity_lines([x for x in rows if x["paper"] == paper], link_prefix)
     return "\n".join(x for x in L if x is not None) + "\n"
 
 def counts(rows: list[dict], scale: str) -> dict:
