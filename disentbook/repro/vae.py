@@ -98,7 +98,7 @@ def _figures(ctx):
 VAE_PAPER = Paper(
     name="vae", title="β-VAE (Higgins et al., ICLR 2017) on procedural dSprites", values="dipvae", scales=VAE_SCALES,
     tables=(VAE_TABLE,), data=lambda name, cfg, seed, options: DSprites(), evaluate=evaluate_beta_vae,
-    claims=_claims, figures=(_figures,), options=dict(beta=4.0),
+    claims=_claims, figures=(_figures,), options=dict(beta=4.0), sensitivity=("beta",),
     learned=(Gate("recon_error_per_pixel", "<", "mean_image_error_per_pixel", "reconstructs better than the mean image"),
              untrained_gate("mig", ">", 0.02, "disentangles more than the same network untrained (MIG, by 0.02)")),
     notes=lambda ctx: ["Reconstruction error: squared error of the mean reconstruction per pixel, the quantity "
