@@ -383,7 +383,7 @@ def carried_paths(root: Path | None = None) -> list[Path]:
     for ck in sorted((root / "reports").glob("*/runs/*/*/seed*/train/checkpoint")):
         run = ck.parent.parent
         if (run / "eval.json").is_file() or not (got := checkpoint(ck)): continue
-        out += got + [p for p in (run / FROM_CURVE,) if p.is_file()]     # a seed 0 copied from its curve says so after
+        out += got + [p for p in (run / FROM_CURVE, run / FROM_BASE) if p.is_file()]   # a copied run says so after
     for d in sorted((RESULTS / "paper_curves").glob("*/*")):
         if led.get(f"curves-{d.parent.name}", {}).get("status") == "ok": continue
         out += [p for p in (d / "curve.jsonl", d / "seconds.json") if p.is_file()] + checkpoint(d / "run" / "checkpoint")
@@ -402,7 +402,7 @@ def carry(root: Path | None = None) -> tuple[list[str], list[str]]:
         return r.stdout
     now = {p.relative_to(root).as_posix() for p in carried_paths(root)}
     rel = RESULTS.relative_to(root).as_posix() if RESULTS.is_relative_to(root) else None
-    tracked = {p for p in git("ls-files", "-z", "--", "reports/*/runs/*/train/checkpoint/*", f"reports/*/runs/*/{FROM_CURVE}",
+    tracked = {p for p in git("ls-files", "-z", "--", "reports/*/runs/*/train/checkpoint/*", f"reports/*/runs/*/{FROM_CURVE}", f"reports/*/runs/*/{FROM_BASE}",
                               *([f"{rel}/*"] if rel else [])).split("\0") if p}
     old = sorted(tracked - now)
     if old: git("rm", "-q", "--cached", "--", *old)

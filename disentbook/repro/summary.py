@@ -62,11 +62,11 @@ def _sensitivity_lines(rows: list[dict], link_prefix: str) -> list[str]:
     runs = {}
     for r in rows:
         for s in r.get("sensitivities", ()): runs.setdefault((s["scale"], s["options"], s["report"]), []).append((r, s))
+    short = lambda v: SHORT.get(v, v or "no report")
     L = []
     for (scale, opts, rep), got in runs.items():
-        diff = [f"{r['claim']}: {SHORT.get(s['verdict'], s['verdict'])} (`{scale}`: "
-                f"{SHORT.get(r['scales'].get(scale, {}).get('verdict'), r['scales'].get(scale, {}).get('verdict', 'no report'))})"
-                for r, s in got if s["verdict"] != r["scales"].get(scale, {}).get("verdict")]
+        base = lambda r: r["scales"].get(scale, {}).get("verdict")
+        diff = [f"{r['claim']}: {short(s['verdict'])} (`{scale}`: {short(base(r))})" for r, s in got if s["verdict"] != base(r)]
         L += ["", f"*Sensitivity (ours)*, `{scale}` with `{opts}` ([report]({link_prefix}{rep}/report.md)): " +
               ("the same verdict as the `" + scale + "` column for every claim." if not diff else
                "verdicts that differ from the `" + scale + "` column: " + "; ".join(diff) + ".")]
