@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #fb0037bd
 from __future__ import annotations
-import contextlib, hashlib, json, os, random, tempfile
+import contextlib, hashlib, json, os, random, tempfile, threading, time
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +15,8 @@ __all__ = ['SCALES', 'REPRO_MODULES', 'REPRODUCTIONS', 'VERDICTS', 'DisentbookEr
            'CorruptFileError', 'ConfigMismatchError', 'NonFiniteLossError', 'in_test', 'default_device',
            'cpu_native_bf16', 'cpu_name', 'describe_device', 'seed_everything', 'make_generator', 'package_dir',
            'data_dir', 'sha256_file', 'fsync_dir', 'fsync_file', 'atomic_path', 'write_json', 'clean_stale_parts',
-           'check_images', 'to_float_images', 'to_numpy', 'as_codes', 'as_factors', 'check_lengths', 'Registry',
-           'paper_values', 'finding_lines']
+           'stopped_seconds', 'active_time', 'check_images', 'to_float_images', 'to_numpy', 'as_codes', 'as_factors',
+           'check_lengths', 'Registry', 'paper_values', 'finding_lines']
 
 # %% ../nbs/00_core.ipynb #606f2d22
 class DisentbookError(Exception):
@@ -190,6 +190,37 @@ def clean_stale_parts(folder: str | os.PathLike) -> list[Path]:
         except FileNotFoundError: continue
         removed.append(p)
     return removed
+
+# %% ../nbs/00_core.ipynb #17cd8bdd
+_TICK, _GAP = 0.25, 5.0                                 # the watch's tick and the shortest gap counted as a stop
+_stops = {"seconds": 0.0, "thread": None}
+_stops_lock = threading.Lock()
+
+def _watch_stops(tick: float = _TICK, gap: float = _GAP):
+    last = time.monotonic()
+    while True:
+        time.sleep(tick)
+        now = time.monotonic()
+        if now - last > gap: _stops["seconds"] += now - last - tick
+        last = now
+
+def _forget_watch(): _stops["thread"] = None             # a forked child has no watch thread: start its own
+
+os.register_at_fork(after_in_child=_forget_watch)
+
+def stopped_seconds() -> float:
+    """Seconds this process has spent stopped (`kill -STOP`, a suspended job) since its first call, as measured by a
+    daemon thread ticking every 0.25 s (a gap over 5 s between ticks, less one tick, is a stop)."""
+    with _stops_lock:
+        if _stops["thread"] is None:
+            _stops["thread"] = threading.Thread(target=_watch_stops, name="disentbook-stop-watch", daemon=True)
+            _stops["thread"].start()
+    return _stops["seconds"]
+
+def active_time() -> float:
+    "A clock in seconds (`time.perf_counter()` less `stopped_seconds()`) that stands still while the process is stopped."
+    return time.perf_counter() - stopped_seconds()
+
 
 # %% ../nbs/00_core.ipynb #f6aa92dd
 def _conversion_hint(x: torch.Tensor, lo: float, hi: float) -> str:

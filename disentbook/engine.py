@@ -205,7 +205,7 @@ class CapturedStep:
                    desc=f"{t.objective.name} ({self.mode})")
         old, t._autocast = t._autocast, self._autocast
         t._memory_format(torch.channels_last)             # as Trainer.fit: channels-last while a CPU bf16 trainer trains
-        t._fit_t0 = time.perf_counter()                   # as Trainer.fit: the run's training seconds
+        t._fit_t0 = core.active_time()                    # as Trainer.fit: the run's training seconds
         try:
             while t.step < end:
                 self.train_step()

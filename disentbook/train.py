@@ -199,6 +199,7 @@ class Trainer:
         # wall seconds of the fit() calls that trained these weights, across resumes (None: resumed from a checkpoint
         # that did not record it)
         self.train_seconds: float | None = 0.0; self._fit_t0: float | None = None
+        self.train_clock = "active"   # 'wall': part of train_seconds was timed by a clock that counted stops
         if self.out_dir is not None: clean_run_dir(self.out_dir)   # leftovers of a crashed save
 
     def main_update(self, batch: dict, step: int) -> dict:
@@ -299,7 +300,7 @@ class Trainer:
         every, ckpt, last = c.log_every, (c.ckpt_every if self.out_dir is not None else 0), c.steps
         self.model.train(); self.objective.train()
         self._memory_format(torch.channels_last)
-        self._fit_t0 = time.perf_counter()
+        self._fit_t0 = core.active_time()
         bar = tqdm(total=max(end, last), initial=self.step, disable=not c.progress, unit="step",
                    desc=self.objective.name, dynamic_ncols=True)
         try:
@@ -320,7 +321,7 @@ class Trainer:
     def elapsed(self) -> float | None:
         "Wall seconds of training behind the current weights (`train_seconds` plus the running `fit`); None if unknown."
         if self.train_seconds is None: return None
-        return self.train_seconds + (time.perf_counter() - self._fit_t0 if self._fit_t0 is not None else 0.0)
+        return self.train_seconds + (core.active_time() - self._fit_t0 if self._fit_t0 is not None else 0.0)
 
     def _memory_format(self, fmt):
         """Channels-last conv weights while `fit` trains in bf16 on a CPU (oneDNN's fast layout); the default layout
@@ -421,6 +422,7 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
                model=_json_config(self.model, "model", "kind"),
                objective=_json_config(self.objective, "objective", "name"),
                train=self.config.to_dict(), torch_version=torch.__version__, train_seconds=self.elapsed(),
+               train_clock=self.train_clock,
                disentbook_version=sys.modules["disentbook"].__version__)   # the package: imported before any module of it
     buf = io.BytesIO(); torch.save(state, buf); blob = buf.getvalue()
     write_checkpoint(path, blob, cfg)
@@ -444,6 +446,7 @@ def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
     self._history = s["history"].tolist()
     self._last_good = (self.step, Path(path))
     self.train_seconds = ck["config"].get("train_seconds")    # None in checkpoints written before it was recorded
+    self.train_clock = ck["config"].get("train_clock", "wall")  # older checkpoints: timed by the wall clock
     return self
 
 # %% ../nbs/04_train.ipynb #6795b2f2

@@ -479,3 +479,41 @@ def test_history_csv_written(tmp_path):
     h = pd.read_csv(tmp_path / "history.csv")
     assert h.step.tolist() == [3, 6, 7]
     pd.testing.assert_frame_equal(h, t.history, check_dtype=False)
+
+
+# ---------------------------------------------------------------- the training clock skips stops
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGSTOP is POSIX")
+def test_a_run_stopped_while_it_trains_does_not_count_the_stop(tmp_path):
+    "A child process trains; it is stopped (SIGSTOP) for 6 s mid-fit: its train_seconds leave the stop out."
+    import signal, subprocess, textwrap, time
+    src = textwrap.dedent(f"""
+        import json, sys, time; sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(core.package_dir().parent)!r}]
+        from test_train import trainer
+        t = trainer(out_dir={str(tmp_path)!r}, steps=10**6, ckpt_every=10**6)
+        t.fit(20); print("ready", flush=True)
+        w0, s0 = time.perf_counter(), t.train_seconds
+        while time.perf_counter() - w0 < 9.0: t.fit(50)
+        print(json.dumps(dict(wall=time.perf_counter() - w0, trained=t.train_seconds - s0)), flush=True)""")
+    p = subprocess.Popen([sys.executable, "-c", src], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(1.0); p.send_signal(signal.SIGSTOP); time.sleep(6.0); p.send_signal(signal.SIGCONT)
+        r = json.loads(p.stdout.readline()); assert p.wait(timeout=60) == 0
+    finally:
+        if p.poll() is None: p.kill()
+    assert r["wall"] >= 9.0 and r["wall"] - 6.5 <= r["trained"] <= r["wall"] - 5.5, r
+    c = json.loads((tmp_path / "checkpoint" / "config.json").read_text())
+    assert c["train_clock"] == "active" and c["train_seconds"] == pytest.approx(r["trained"], abs=1.0)
+
+
+def test_a_checkpoint_without_a_clock_record_keeps_saying_so(tmp_path):
+    "Training seconds resumed from a checkpoint that did not record its clock stay marked 'wall' (they may count stops)."
+    from disentbook.checkpoints import write_checkpoint
+    trainer(out_dir=tmp_path, steps=20, ckpt_every=10).fit(10)
+    ck = tmp_path / "checkpoint"; c = json.loads((ck / "config.json").read_text())
+    assert c["train_clock"] == "active"
+    blob = (ck / c["state_file"]).read_bytes()
+    write_checkpoint(ck, blob, {k: v for k, v in c.items() if k != "train_clock"})   # as an older version wrote it
+    t = trainer(out_dir=tmp_path, steps=20, ckpt_every=10).load(ck)
+    assert t.train_clock == "wall"
+    t.fit(); assert json.loads((ck / "config.json").read_text())["train_clock"] == "wall"

@@ -10,7 +10,8 @@ from typing import Callable
 
 import torch
 
-from ..core import REPRODUCTIONS, DataNotFoundError, InputError, default_device, describe_device, write_json
+from ..core import (REPRODUCTIONS, DataNotFoundError, InputError, active_time, default_device, describe_device,
+                             write_json)
 from ..eval.viz import save_figure
 from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
                                        all_of, any_of, band_test, compare, holm, learned_rows, most_needed, paper_seeds,
@@ -89,14 +90,14 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
                          f"--rejudge), got {opts['references']!r}")
     prepare_out(out, overwrite, resume)
     try:
-        t0 = time.perf_counter()
+        t0 = active_time()
         ctx = Context(paper, scale, cfg, out, dev, opts, seeds)
         ctx.device_name = describe_device(dev)
         jobs, where = _jobs(paper, ctx, cfg, out, dev)
         print(f"{paper.name} ({scale}): {len(jobs)} runs ({len(seeds)} seed(s) per model), runner {runner}", flush=True)
         res = train_group(jobs, runner, ray_address)
         for tname, s, sd, j in where: ctx.results.setdefault(tname, {}).setdefault(ctx.row(s), []).append(res[j])
-        train_seconds = time.perf_counter() - t0
+        train_seconds = active_time() - t0
         return _finish(ctx, train_seconds, t0)
     finally:
         release_out(out)
@@ -233,7 +234,7 @@ def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None 
         r = table_rows(ctx.values(t.name), t, paper, ctx.scale, ctx.datasets[t.name]); rows += r
         md_tables += [f"## {t.title or t.name}", "", table_markdown(r, t), ""]
     claims = _claims(ctx)
-    seconds = time.perf_counter() - t0 if seconds is None else seconds
+    seconds = active_time() - t0 if seconds is None else seconds
     pd.DataFrame(rows).to_csv(out / "table.csv", index=False)
     md = _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates, header)
     metrics = dict(paper=p.name, scale=ctx.scale, config=ctx.cfg, device=str(ctx.device),

@@ -99,16 +99,22 @@ def _modes(evals: list[dict]) -> list[str]:
 
 def _run_seconds(evals: list[dict]) -> list[str]:
     """One line on the runs' own training time (`train_seconds_run` of each run's eval.json: every call that trained it,
-    a run cut short and resumed included), or nothing when no run recorded it; `evals` from `_run_evals`."""
-    got, unknown = [], 0
+    a run cut short and resumed included), or nothing when no run recorded it; `evals` from `_run_evals`. A run whose
+    `train_clock` is not "active" (or not recorded) was timed, at least in part, by a clock that also counted the time
+    its process was stopped: the line says how many."""
+    got, unknown, wall = [], 0, 0
     for e in evals:
         if not isinstance(e.get("metrics"), dict): continue               # the run folder is gone
         v = e["metrics"].get("train_seconds_run")
-        if isinstance(v, (int, float)) and math.isfinite(v): got.append(float(v))
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            got.append(float(v)); wall += e["metrics"].get("train_clock") != "active"
         else: unknown += 1
     if not got: return []
-    return [f"Training time of the runs (each run's own wall time over every call that trained it): {sum(got) / 3600:.2f} "
-            f"hours in all, {min(got):.0f}-{max(got):.0f} s per run ({len(got)} runs)" + (
+    return [f"Training time of the runs (each run's own wall time over every call that trained it, less the time its "
+            f"process was stopped): {sum(got) / 3600:.2f} hours in all, {min(got):.0f}-{max(got):.0f} s per run "
+            f"({len(got)} runs)" + (
+            f"; {wall} of them timed by a wall clock that also counts the time a process was stopped (`kill -STOP`), so "
+            "their time can be longer than the time they trained" if wall else "") + (
             f"; {unknown} run(s) without a record (trained in an ensemble, or resumed from a checkpoint that did not "
             "record it)" if unknown else "") + "."]
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import torch
 
-from ..core import InputError, NonFiniteLossError, in_test, seed_everything, write_json
+from ..core import InputError, NonFiniteLossError, active_time, in_test, seed_everything, write_json
 from ..data.samplers import SingleSampler
 from ..nets import VAE
 from ..objectives.base import OBJECTIVES, make_objective
@@ -132,7 +132,7 @@ def train_run(job: dict) -> dict:
     sampler = _sampler_fn(paper, data)(dev)
     trainer = Trainer(model, objective, sampler, train_config(cfg, seed, dev, data, job.get("progress"), _precision(job)), out_dir=out / "train")
     if ckpt.exists(): trainer.load(ckpt)                                  # exact resume of a cut-short run
-    t0 = time.perf_counter(); trainer.fit(); train_s = time.perf_counter() - t0
+    t0 = active_time(); trainer.fit(); train_s = active_time() - t0
     mode = dict(mode="eager", members=1, why=job.get("why") or "runner 'local' (or 'ray'): the Trainer, one run at a time",
                 precision=trainer.precision, precision_reason=trainer.precision_reason, threads=torch.get_num_threads())
     return _evaluate_run(job, data, cfg, trainer, train_s, mode)
@@ -148,15 +148,16 @@ def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dic
     paper, spec, seed = PAPERS[job["paper"]], job["spec"], int(job["seed"])
     out = run_dir(job["root"], job["dataset"], spec, seed)
     save_figure(history_figure(trainer.history, title=spec["label"]), out / "losses.png")
-    model = trainer.model.eval(); t0 = time.perf_counter()
+    model = trainer.model.eval(); t0 = active_time()
     m = dict(paper.evaluate(model, data, cfg, seed, spec))
     last = trainer.history.iloc[-1].to_dict() if len(trainer.history) else {}
     mode = dict(mode or dict(mode="eager", members=1, why=None))
     run_s = getattr(trainer, "train_seconds", None)                      # every call's training of this run
     m.update(train_seconds=train_s, train_seconds_run=float("nan") if run_s is None else float(run_s),
+             train_clock=getattr(trainer, "train_clock", "wall"),
              train_members=int(mode["members"]),
              train_seconds_member_share=train_s / max(int(mode["members"]), 1),
-             eval_seconds=time.perf_counter() - t0, steps=trainer.step,
+             eval_seconds=active_time() - t0, steps=trainer.step,
              train_terms={k: float(v) for k, v in last.items() if k != "step"}, mode=mode)
     write_json(dict(settings=run_settings(job), spec=spec, mode=mode, metrics=m), out / "eval.json")
     return m
@@ -325,14 +326,14 @@ def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[di
         members = [_member(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
         kw = dict(device=dev, sampler=_sampler_fn(paper, data), strict=strict and dev.type == "cuda")
         if g["vmap"]:
-            t0 = time.perf_counter()
+            t0 = active_time()
             out = fit_groups(members, model_config, train_data(data), tc, max_members=max_members, **kw)
-            wall = [time.perf_counter() - t0] * len(out)
+            wall = [active_time() - t0] * len(out)
         else:
             out, wall = [], []
             for m in members:
-                t0 = time.perf_counter(); out.append(fit_single(m, model_config, train_data(data), tc, capture=None, **kw))
-                wall.append(time.perf_counter() - t0)
+                t0 = active_time(); out.append(fit_single(m, model_config, train_data(data), tc, capture=None, **kw))
+                wall.append(active_time() - t0)
         for i, r, w in zip(idx, out, wall):
             if r["status"] != "ok": raise NonFiniteLossError(f"run {r['name']}: {r['error']}")
             c = run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])
