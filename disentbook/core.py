@@ -191,7 +191,7 @@ def clean_stale_parts(folder: str | os.PathLike) -> list[Path]:
         removed.append(p)
     return removed
 
-# %% ../nbs/00_core.ipynb #17cd8bdd
+# %% ../nbs/00_core.ipynb #b1a92f71
 _TICK, _GAP = 0.25, 5.0                                 # the watch's tick and the shortest gap counted as a stop
 _stops = {"seconds": 0.0, "thread": None}
 _stops_lock = threading.Lock()

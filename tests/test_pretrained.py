@@ -39,10 +39,25 @@ def test_available_and_small():
 
 @pytest.mark.parametrize("name", EXPECTED)
 def test_card_is_complete_and_honest(name):
+    _check_card(pretrained_card(name), PRETRAINED_DIR)
+
+
+def _check_card(c: dict, root: Path | None = None):
+    "The checks every card passes: weights' sha256, the command parses to the recorded settings, finite metrics."
     from disentbook.cli import build_parser, parse_params
-    c = pretrained_card(name)
-    assert c["sha256"] == sha256_file(PRETRAINED_DIR / c["weights"]) and c["dtype"] == "float16"
+    if root is not None: assert c["sha256"] == sha256_file(root / c["weights"])
+    assert c["dtype"] == "float16"
     assert c["train"]["steps"] > 0 and c["train"]["seconds"] > 0 and "cpu" in c["train"]["device"]
+    assert set(c["metrics"]) and all(np.all(np.isfinite(v)) for v in c["metrics"].values())
+    if "run" in c:          # a reproduction's run, shipped (tools/train_pretrained.py FROM_RUN): its command is the reproduction
+        from disentbook.repro.harness import PAPERS
+        args = build_parser().parse_args(shlex.split(c["command"])[1:])
+        cfg = PAPERS[args.name].scales[args.scale]
+        assert (args.command, c["run"]["paper"], c["run"]["seed"]) == ("reproduce", args.name, c["train"]["seed"])
+        assert (c["train"]["batch_size"], c["train"]["lr"]) == (cfg["train"]["batch_size"], cfg["train"]["lr"])
+        assert all(c["model"][k] == v for k, v in cfg["model"].items()) and c["params"] == cfg.get("objective", {})
+        assert "reproduction" in c["note"] and f"{c['train']['steps']:,} steps" in c["note"] and c["run"]["method"] == c["method"]
+        return
     assert "CPU-budget model" in c["note"] and (f"{c['train']['steps']:,}" in c["note"] or str(c["train"]["steps"]) in c["note"])
     args = build_parser().parse_args(shlex.split(c["command"])[1:])      # the recorded command, as the CLI reads it
     assert (args.method, args.dataset, args.steps) == (c["method"], c["dataset"], c["train"]["steps"])
@@ -52,7 +67,6 @@ def test_card_is_complete_and_honest(name):
                  ref_vae=dict(z_dim=args.z_dim, e_dim=args.s_dim))[c["model"]["kind"]]
     assert all(c["model"][k] == v for k, v in sizes.items()), (sizes, c["model"])
     assert parse_params(args.param) == c["params"]
-    assert set(c["metrics"]) and all(np.all(np.isfinite(v)) for v in c["metrics"].values())
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -124,7 +138,7 @@ def test_shipped_model_passes_its_gate(name):
     note = card["note"]
     assert f"{card['train']['steps']:,} steps" in note and f"{card['train']['seconds']:.0f} s" in note
     if card["train"]["device"].startswith("cpu"):          # a CPU recipe's card (tools/gpu_campaign.py writes its own note)
-        assert "gate" in note and "one torch thread" in note and "2-core" in note
+        assert "gate" in note and ("one torch thread" if "run" not in card else "torch threads") in note and "2-core" in note
 
 
 @pytest.mark.parametrize("name", GATED)
@@ -208,3 +222,27 @@ def test_dsprites_card_carries_its_learning_curve(name):
 def test_packaged():
     setup = (Path(__file__).resolve().parents[1] / "setup.py").read_text()
     assert '"assets/pretrained/*"' in setup
+
+
+def test_a_reproduction_run_ships_as_a_pretrained_model(tmp_path):
+    """tools/train_pretrained.py --from-run: a reproduction's sRb-VAE run becomes the shipped model; the card's command
+    names the scale whose declared settings trained it, and the card passes the checks every shipped card passes; a
+    folder that is not a finished run, or a run of another method, is refused with one line."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import train_pretrained as TP
+    from disentbook.repro.harness import PAPERS, reproduce
+    out = tmp_path / "rep"
+    reproduce(PAPERS["refvae"], scale="smoke", out_dir=out, device="cpu")
+    run, dest, runs = next(out.glob("runs/*/srb_vae/seed0")), tmp_path / "dest", tmp_path / "runs"
+    assert TP.main(["srb_vae", "--from-run", str(run), "--runs", str(runs), "--dest", str(dest)]) == 0
+    card = pretrained_card("srb_vae", root=dest)
+    assert card["command"] == "disentbook reproduce refvae --scale smoke" and card["run"]["seed"] == 0
+    assert card["train"]["steps"] == json.loads((run / "settings.json").read_text())["train"]["steps"]
+    _check_card(card, dest)
+    assert check_gate(card) == card["gate"] and "reproduction" in card["note"]
+    m = pretrained("srb_vae", root=dest)
+    assert not m.training and m.config == card["model"]
+    for bad, msg in ((tmp_path / "nothing", "not a finished reproduction run"),
+                     (next(out.glob("runs/*/rb_vae/seed0")), "needs a finished 'srb_vae' run")):
+        with pytest.raises(SystemExit, match=msg):
+            TP.main(["srb_vae", "--from-run", str(bad), "--runs", str(runs), "--dest", str(dest)])
