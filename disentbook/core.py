@@ -204,9 +204,11 @@ def _watch_stops(tick: float = _TICK, gap: float = _GAP):
         if now - last > gap: _stops["seconds"] += now - last - tick
         last = now
 
-def _forget_watch(): _stops["thread"] = None             # a forked child has no watch thread: start its own
+def _forget_watch():                                    # a forked child has no watch thread (nor a held lock)
+    global _stops_lock
+    _stops["thread"], _stops_lock = None, threading.Lock()
 
-os.register_at_fork(after_in_child=_forget_watch)
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_forget_watch)   # POSIX only
 
 def stopped_seconds() -> float:
     """Seconds this process has spent stopped (`kill -STOP`, a suspended job) since its first call, as measured by a
