@@ -319,7 +319,7 @@ class Trainer:
         return self
 
     def elapsed(self) -> float | None:
-        "Wall seconds of training behind the current weights (`train_seconds` plus the running `fit`); None if unknown."
+        "Seconds of training behind the weights (`train_seconds` plus the running `fit`; stops left out); None if unknown."
         if self.train_seconds is None: return None
         return self.train_seconds + (core.active_time() - self._fit_t0 if self._fit_t0 is not None else 0.0)
 
