@@ -4,7 +4,7 @@
 
 # %% ../nbs/13b_engine.ipynb #e4ec2ef7
 from __future__ import annotations
-import time, warnings
+import warnings
 
 import torch
 from torch import nn

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_train.ipynb #e5a77538
 from __future__ import annotations
-import contextlib, dataclasses, functools, io, math, numbers, os, time, warnings
+import contextlib, dataclasses, functools, io, math, numbers, os, warnings
 from pathlib import Path
 from typing import Callable
 

@@ -50,11 +50,11 @@ def _check_card(c: dict, root: Path | None = None):
     assert c["train"]["steps"] > 0 and c["train"]["seconds"] > 0 and "cpu" in c["train"]["device"]
     assert set(c["metrics"]) and all(np.all(np.isfinite(v)) for v in c["metrics"].values())
     if "run" in c:          # a reproduction's run, shipped (tools/train_pretrained.py FROM_RUN): its command is the reproduction
-        from disentbook.repro.harness import PAPERS
+        from disentbook.repro.harness import PAPERS, scale_config
         args = build_parser().parse_args(shlex.split(c["command"])[1:])
-        cfg = PAPERS[args.name].scales[args.scale]
+        cfg = scale_config(PAPERS[args.name], args.scale)
         assert (args.command, c["run"]["paper"], c["run"]["seed"]) == ("reproduce", args.name, c["train"]["seed"])
-        assert (c["train"]["batch_size"], c["train"]["lr"]) == (cfg["train"]["batch_size"], cfg["train"]["lr"])
+        assert [c["train"][k] for k in ("batch_size", "lr", "steps")] == [cfg["train"][k] for k in ("batch_size", "lr", "steps")]
         assert all(c["model"][k] == v for k, v in cfg["model"].items()) and c["params"] == cfg.get("objective", {})
         assert "reproduction" in c["note"] and f"{c['train']['steps']:,} steps" in c["note"] and c["run"]["method"] == c["method"]
         return

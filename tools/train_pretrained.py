@@ -114,7 +114,6 @@ LENGTHS = {
 }
 # recipes shipped from a reproduction run instead of a `disentbook train` run: name -> (the run's folder, how its length
 # was chosen: goes into the card's note); `--from-run` names another run
-RUN_PAPERS = {"srb_vae": "refvae"}
 FROM_RUN = {
     "srb_vae": ("reports/refvae-cpu/runs/MNIST/srb_vae/seed0",
                 "15,000 steps, the length the refvae learning curves chose for the `cpu` scale (benchmarks/curves/refvae/, "
@@ -123,14 +122,16 @@ FROM_RUN = {
                 "3,200-step model of the same architecture (batch 32, lr 1e-3, one thread) whose style MAE from e was "
                 "0.225 on these probe images, with a z / e error ratio of 1.1."),
 }
-# what the gate does not show, measured (goes into the card's note)
+# what the gate does not show, measured (goes into the card's note): a text, or a function of the card's metrics (the
+# number measured on the shipped weights)
 CAVEATS = {
     "contrastive_w2": ("the paper's gate (s clusters the digits above chance) says little here: untrained networks of this "
                        "architecture cluster them better in s, and at no length measured (400-4,800 steps) did training "
                        "beat them; z clusters the digits about as well as s, so the separation the paper reports (s "
                        "clusters the digits, z does not) is not reached at these CPU lengths."),
-    "srb_vae": ("the style is in e only modestly: the probe from z has about 1.1 times the error of the probe from e "
-                "(the paper: 3.2 times, .189 vs .060)."),
+    "srb_vae": lambda m: (lambda r: f"the style is in e {'only modestly' if r < 2 else 'clearly'}: the probe from z has "
+                                    f"{r:.2f} times the error of the probe from e (the paper: 3.2 times, .189 vs .060).")(
+        m["refvae/avg_mae_z/probe_test"] / m["refvae/avg_mae_e/probe_test"]),
     "swap_invariance": ("the worst-group test accuracy is 0 at every length measured: some digit on some unseen "
                         "background is always misclassified."),
 }
@@ -277,7 +278,7 @@ def adopt_run(name: str, run: Path, runs: Path) -> dict:
         ck = read_checkpoint_config(run / "train" / "checkpoint")
     except (OSError, ValueError) as e:
         raise SystemExit(f"{name}: {run} is not a finished reproduction run (settings.json, eval.json, train/checkpoint; "
-                         f"train it with tools/campaign.py --stage cpu-{RUN_PAPERS.get(name, 'PAPER')}): {e}")
+                         f"the campaign's cpu stage of its paper trains it: tools/campaign.py --next): {e}")
     method = RECIPES[name][0]
     if st.get("method") != method or ck["step"] != st["train"]["steps"]:
         raise SystemExit(f"{name}: {run} trained {st.get('method')!r} for {ck['step']} of {st['train']['steps']} steps; "
@@ -303,12 +304,12 @@ def adopt_run(name: str, run: Path, runs: Path) -> dict:
 def _run_scale(name: str, run: Path, st: dict) -> str:
     "The scale of its paper whose declared settings trained the run (batch, lr, model, objective, and steps where fixed)."
     import disentbook  # noqa: F401  (registers the papers)
-    from disentbook.repro.harness import PAPERS
-    for scale, cfg in PAPERS[st["paper"]].scales.items():
+    from disentbook.repro.harness import PAPERS, scale_config
+    for scale in PAPERS[st["paper"]].scales:
+        cfg = scale_config(PAPERS[st["paper"]], scale)              # lengths resolved (a cpu scale's from its curves)
         t = cfg["train"]
-        if ((t.get("batch_size"), t.get("lr")) == (st["train"]["batch_size"], st["train"]["lr"]) and cfg["model"] == st["model"]
-                and cfg.get("objective", {}) == st["objective"] and not st.get("params")
-                and (not isinstance(t.get("steps"), int) or t["steps"] == st["train"]["steps"])):
+        if ((t.get("batch_size"), t.get("lr"), t.get("steps")) == (st["train"]["batch_size"], st["train"]["lr"], st["train"]["steps"])
+                and cfg["model"] == st["model"] and cfg.get("objective", {}) == st["objective"] and not st.get("params")):
             return scale
     raise SystemExit(f"{name}: {run} was not trained with the settings of any scale of {st['paper']!r} "
                      f"({', '.join(PAPERS[st['paper']].scales)}): its card could not give the command that trains it")
@@ -362,10 +363,7 @@ def _note(name: str, trained: dict, gate: dict | None, control: dict | None = No
                 "torch thread (no GPU was available), far short of the papers' training; it shows a partly trained latent "
                 f"space, not the papers' numbers. Length: {LENGTHS[name]}")
     caveat = CAVEATS.get(name)
-    if name == "srb_vae" and metrics and "refvae/avg_mae_z/probe_test" in metrics:      # measured on these weights
-        r = metrics["refvae/avg_mae_z/probe_test"] / metrics["refvae/avg_mae_e/probe_test"]
-        caveat = (f"the style is in e {'only modestly' if r < 2 else 'clearly'}: the probe from z has {r:.2f} times the "
-                  "error of the probe from e (the paper: 3.2 times, .189 vs .060).")
+    if callable(caveat): caveat = caveat(metrics) if metrics else None
     return (f"{head} Its gate (did it learn, classroom.pretrained.GATES; every test at "
             f"p < {gate['alpha']:g}) {'passed' if gate['passed'] else 'FAILED'}: {checks}."
             + (" Untrained networks of this architecture (seeds 0-2) score " + "; ".join(

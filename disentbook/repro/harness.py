@@ -11,7 +11,7 @@ from typing import Callable
 import torch
 
 from ..core import (REPRODUCTIONS, DataNotFoundError, InputError, active_time, default_device, describe_device,
-                             write_json)
+                   write_json)
 from ..eval.viz import save_figure
 from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
                                        all_of, any_of, band_test, compare, holm, learned_rows, most_needed, paper_seeds,

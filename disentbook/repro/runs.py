@@ -4,7 +4,7 @@
 
 # %% ../../nbs/08f_runs.ipynb #f16e2880
 from __future__ import annotations
-import importlib.util, inspect, json, math, shutil, time
+import importlib.util, inspect, json, math, shutil
 from pathlib import Path
 from types import SimpleNamespace
 
