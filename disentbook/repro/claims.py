@@ -17,7 +17,7 @@ __all__ = ['SCALE_ORDER', 'POWER_SIMS', 'parse_tolerance', 'band', 'parse_part',
 # %% ../../nbs/08d_claims.ipynb #208e9398
 from .verdicts import (ALPHA, BOUNDS, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
                                        all_of, any_of, band_test, compare, holm, learned_rows, most_needed, paper_seeds, partial_conjunction, power, power_at_least, seed_stats, degenerate_cell,
-                                       verdict, welch, within)
+                                       verdict, welch, within, NO_SPREAD)
 SCALE_ORDER = ("smoke", "quick", "cpu", "gpu", "paper")
 
 # %% ../../nbs/08d_claims.ipynb #e67b5b63
@@ -87,9 +87,10 @@ class Claim:
 
 # %% ../../nbs/08d_claims.ipynb #11fa3a89
 def _items(side: dict, at: dict, paper: dict | None, metric: str, bounds=BOUNDS) -> tuple[list | None, str]:
-    """[(label, seed values, exact, paper value, paper sd, degenerate)] of a parsed side, or (None, why) when a row or metric
-    is missing; `degenerate`: the row's own seeds (before the side's scale and shift) all at a bound (`verdicts.degenerate_cell`)."""
-    if "const" in side: return [(side["text"], np.array([side["const"]]), True, side["const"], 0.0, False)], ""
+    """[(label, seed values, exact, paper value, paper sd, degenerate, range)] of a parsed side, or (None, why) when a row or
+    metric is missing; `degenerate`: the row's own seeds (before the side's scale and shift) all at a bound
+    (`verdicts.degenerate_cell`); `range`: the metric's `bounds` moved by the side's scale and shift."""
+    if "const" in side: return [(side["text"], np.array([side["const"]]), True, side["const"], 0.0, False, None)], ""
     missing = [r for r in side["rows"] if r not in at]
     if missing: return None, f"{', '.join(missing)} not trained"
     out = []
@@ -99,8 +100,14 @@ def _items(side: dict, at: dict, paper: dict | None, metric: str, bounds=BOUNDS)
         pv = None if pv is None else pv * side["scale"] + side["shift"]
         ps = None if pv is None or ps is None or not math.isfinite(ps) else ps * side["scale"]      # no std: unknown
         lab = (f"{side['scale']:g} × " if side["scale"] != 1 else "") + r + (f" {side['shift']:+g}" if side["shift"] else "")
-        out.append((lab, v, False, pv, ps, degenerate_cell(at[r], bounds)))
+        out.append((lab, v, False, pv, ps, degenerate_cell(at[r], bounds), _moved(bounds, side["scale"], side["shift"])))
     return out, ""
+
+def _moved(bounds, scale: float, shift: float):
+    "(lo, hi) of `scale` × a metric in `bounds` + `shift` (None: unbounded that way; None for no bounds)."
+    if not bounds: return None
+    ends = [None if b is None else b * scale + shift for b in bounds]
+    return tuple(ends) if scale >= 0 else (ends[1], ends[0])
 
 def _fmt_side(label, v, exact, log: bool = False):
     m, se, n = seed_stats(v)
@@ -113,7 +120,7 @@ def _to_log(items: list, floor: float) -> tuple[list | None, float]:
     if any((np.asarray(v, float) <= 0).any() for _, v, *_ in items): return None, floor
     g = math.exp(float(np.mean([np.log(v).mean() for _, v, *_ in items])))
     out = [(l, np.log(np.asarray(v, float)), e, None if p is None or p <= 0 else math.log(p),
-            None if s is None or p is None or p <= 0 else s / p, False) for l, v, e, p, s, _ in items]
+            None if s is None or p is None or p <= 0 else s / p, False, None) for l, v, e, p, s, *_ in items]
     return out, floor / g
 
 def _quantifier(side: dict, greater: bool) -> str:
@@ -172,15 +179,17 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
             return base | dict(verdict=NOT_CHECKED, numbers="not checked: a value <= 0 of a ratio compared on the log scale")
     qx, qy = _quantifier(X, True), _quantifier(Y, False)
     PH, PF, PW, pairs = [], [], [], []
-    for lx, vx, ex, px, sx, gx in xs:
+    for lx, vx, ex, px, sx, gx, rx in xs:
         ph, pf, pw = [], [], []
-        for ly, vy, ey, py, sy, gy in ys:
-            r = welch(vx, vy, ex, ey, floor, degenerate=(gx, gy), bounds=bounds)
+        for ly, vy, ey, py, sy, gy, ry in ys:
+            r = welch(vx, vy, ex, ey, floor, degenerate=(gx, gy), bounds=bounds,
+                      ranges=(rx or bounds, ry or bounds) if bounds else None)
             ph.append(r["p_holds"]); pf.append(r["p_fails"])
             pw.append(power(px - py, sx, sy, len(vx), len(vy), alpha, ex, ey)
                       if px is not None and py is not None and (ex or sx is not None) and (ey or sy is not None) else None)
             pairs.append((f"log {lx} − log {ly}" if log else f"{lx} − {ly}") + f" = {r['d']:.3g}" + (f" (t = {r['t']:.2f}, df = {r['df']:.1f}, p = {r['p_holds']:.2g})"
-                                                       if math.isfinite(r["t"]) and math.isfinite(r["df"]) else f" ({r.get('why') or 'no standard error'})"))
+                                                       if math.isfinite(r["t"]) and math.isfinite(r["df"]) else f" ({r.get('why') or 'no standard error'}"
+                                                       + (f", p = {r['p_holds']:.2g} / {r['p_fails']:.2g} the other way" if r.get("bound_pair") and r["why"] != NO_SPREAD else "") + ")"))
         PH.append(_reduce(ph, pf, pw, qy))
     h, f, pw = _reduce([a for a, _, _ in PH], [b for _, b, _ in PH], [c for _, _, c in PH], qx)
     ns = [len(v) for _, v, e, *_ in xs + ys if not e]; n = min(ns) if ns else 1

@@ -13,9 +13,9 @@ from ..core import InputError
 
 # %% auto #0
 __all__ = ['ALPHA', 'HOLDS', 'FAILS', 'INCONCLUSIVE', 'NOT_TESTED', 'NOT_CHECKED', 'NOT_LEARNED', 'BOUNDS', 'NO_SPREAD',
-           'NO_GATE', 'RULE_TEXT', 'seed_stats', 'bound_p', 'degenerate_cell', 'welch', 'verdict', 'compare',
-           'permutation_p', 'holm', 'all_of', 'any_of', 'most_needed', 'partial_conjunction', 'band_test', 'within',
-           'power', 'power_at_least', 'Gate', 'learned_rows', 'paper_seeds']
+           'BOUND_PAIR', 'NO_GATE', 'RULE_TEXT', 'seed_stats', 'bound_p', 'degenerate_cell', 'welch', 'verdict',
+           'compare', 'bound_pair_p', 'permutation_p', 'holm', 'all_of', 'any_of', 'most_needed', 'partial_conjunction',
+           'band_test', 'within', 'power', 'power_at_least', 'Gate', 'learned_rows', 'paper_seeds']
 
 # %% ../../nbs/08a_verdicts.ipynb #fda68503
 ALPHA = 0.05
@@ -55,7 +55,7 @@ def degenerate_cell(values, bounds=BOUNDS) -> bool:
 def _moments(x, exact: bool, floor: float, flat_floor: bool = False, deg=None, bounds=BOUNDS):
     """(mean, variance of the mean, n, degenerate) along the last axis; exact sides have no variance. A degenerate side
     (its n >= 2 seeds all equal one of `bounds`; `deg` says so for seeds the caller shifted or scaled) has variance 0: it
-    counts as known. Other sides' standard deviations are at least `floor`; so are degenerate ones with `flat_floor`."""
+    counts as known here (`welch` then decides it by `bound_pair_p`). Other sides' standard deviations are at least `floor`; so are degenerate ones with `flat_floor`."""
     x = np.asarray(x, dtype=np.float64); n = x.shape[-1]; m = x.mean(-1)
     if exact: return m, np.zeros_like(m), n, np.zeros(np.shape(m), bool)
     if n < 2: return m, np.full_like(m, np.nan), n, np.zeros(np.shape(m), bool)
@@ -66,17 +66,20 @@ def _moments(x, exact: bool, floor: float, flat_floor: bool = False, deg=None, b
     return m, s ** 2 / n, n, deg
 
 NO_SPREAD = "no spread on either side (0 ± 0 at a bound of the metric: a degenerate cell cannot decide alone)"
+BOUND_PAIR = "the test of a cell at a bound against a row (`bound_pair_p`: valid for every distribution of seeds on the bounds)"
 
 def welch(a, b, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0, flat_floor: bool = False,
-          degenerate: tuple | None = None, bounds=BOUNDS) -> dict:
+          degenerate: tuple | None = None, bounds=BOUNDS, ranges: tuple | None = None) -> dict:
     """One-sided Welch t test of mean(a) > mean(b) on seed values (the last axis; leading axes are independent
     tests). Returns arrays (scalars for 1-D input): d, se, df, t, p_holds = P(T_df >= t), p_fails = P(T_df <= t), and
     `degenerate` (a side's seeds all at one bound of the metric); for 1-D input also `why`, the reason of an
-    undetermined test. A degenerate side counts as known and the other side's spread decides; undetermined tests (one
-    seed, or no spread on either side) have p_holds = p_fails = 1. `degenerate=(a_deg, b_deg)`: whether each side's seeds
-    were degenerate before the caller shifted or scaled them (None: judged on `a`, `b`). `flat_floor=True` floors a
-    degenerate side instead (the gate's use: differences from a reference). Against a constant, a side whose seeds all
-    sit at a bound of a metric bounded both ways (`bounds` = (lo, hi)) is decided by the exact test `bound_p`."""
+    undetermined test. Row against row, a degenerate side is decided by `bound_pair_p` (valid for every distribution of
+    seeds on the bounds; `bound_pair` says where); undetermined tests (one seed, or no spread on either side) have
+    p_holds = p_fails = 1. `degenerate=(a_deg, b_deg)`: whether each side's seeds were degenerate before the caller
+    shifted or scaled them (None: judged on `a`, `b`); `ranges=(range_a, range_b)`: each side's (lo, hi) after that
+    shift and scale (None: `bounds` for both; a degenerate side then off a bound is undetermined). `flat_floor=True`
+    floors a degenerate side instead (the gate's use: differences from a reference). Against a constant, a side whose
+    seeds all sit at a bound of a metric bounded both ways (`bounds` = (lo, hi)) is decided by the exact test `bound_p`."""
     da, db = (None, None) if degenerate is None else degenerate
     (ma, va, na, fa), (mb, vb, nb, fb) = (_moments(a, a_exact, floor, flat_floor, da, bounds),
                                           _moments(b, b_exact, floor, flat_floor, db, bounds))
@@ -97,14 +100,26 @@ def welch(a, b, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0
         by_bound = np.asarray(xdeg, bool) & _at_bound(xm, bounds)       # at the bound in the units compared (not shifted)
         p_gt, p_lt = bound_p(nx, xm, c, bounds)
         ph, pf = np.where(by_bound, p_gt if b_exact else p_lt, ph), np.where(by_bound, p_lt if b_exact else p_gt, pf)
+    pair, known = np.zeros(np.shape(d), bool), True
+    ra, rb = (bounds or (None, None), bounds or (None, None)) if ranges is None else ranges
+    if not (a_exact or b_exact or flat_floor):                          # row against row with a cell at a bound
+        pair = np.asarray(fa | fb, bool)
+        if pair.any():
+            x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
+            known = True if ranges is not None else ((~np.asarray(fa, bool) | _at_bound(ma, ra)) &
+                                                     (~np.asarray(fb, bool) | _at_bound(mb, rb)))
+            ph = np.where(pair, np.where(known, bound_pair_p(x, y, ra, rb), 1.0), ph)
+            pf = np.where(pair, np.where(known, bound_pair_p(y, x, rb, ra), 1.0), pf)
+            t, df = np.where(pair, np.nan, t), np.where(pair, np.nan, df)
     out = dict(d=d, se=se, df=df, t=t, p_holds=ph, p_fails=pf)
-    if np.ndim(d) > 0: return out | dict(degenerate=(fa | fb) & (not flat_floor), exact_bound=by_bound)
+    if np.ndim(d) > 0: return out | dict(degenerate=(fa | fb) & (not flat_floor), exact_bound=by_bound, bound_pair=pair)
     out = {k: float(v) for k, v in out.items()}
-    deg, by_bound = bool((fa or fb) and not flat_floor), bool(by_bound)
+    deg, by_bound, pair = bool((fa or fb) and not flat_floor), bool(by_bound), bool(pair)
     why = ((f"all {na if b_exact else nb} seeds at the bound {(ma if b_exact else mb):.4g} of a metric in [{lo:g}, {hi:g}]: "
             "the exact test (least favourable seeds on the two bounds)") if by_bound else
+           (NO_SPREAD if fa and fb and (not np.all(known) or _at_bound(ma, ra[:1]) == _at_bound(mb, rb[:1])) else BOUND_PAIR) if pair else
            "" if ok or exact else NO_SPREAD if deg else "no standard error (one seed)" if min(na, nb) < 2 else "no standard error")
-    return out | dict(degenerate=deg, exact_bound=by_bound, why=why)
+    return out | dict(degenerate=deg, exact_bound=by_bound, bound_pair=pair, why=why)
 
 def verdict(p_holds, p_fails, alpha: float = ALPHA) -> str:
     "holds / fails / inconclusive from the two one-sided p-values."
@@ -112,12 +127,28 @@ def verdict(p_holds, p_fails, alpha: float = ALPHA) -> str:
 
 def compare(a, b, op: str = ">", alpha: float = ALPHA, a_exact: bool = False, b_exact: bool = False, floor: float = 0.0,
             flat_floor: bool = False, bounds=BOUNDS) -> str:
-    "Verdict of `a op b` (op '>' or '<') on seed values `a`, `b` (Welch t, one-sided, level `alpha`; `bounds`: the metric's)."
+    "Verdict of `a op b` (op '>' or '<') on seed values `a`, `b` (Welch t, one-sided, level `alpha`; `bounds`: the metric's; a cell at a bound: `bound_pair_p`)."
     if op not in (">", "<"): raise InputError(f"op: expected '>' or '<', got {op!r}")
     if not (np.isfinite(seed_stats(a)[0]) and np.isfinite(seed_stats(b)[0])): return NOT_CHECKED
     r = (welch(a, b, a_exact, b_exact, floor, flat_floor, bounds=bounds) if op == ">" else
          welch(b, a, b_exact, a_exact, floor, flat_floor, bounds=bounds))
     return verdict(r["p_holds"], r["p_fails"], alpha)
+
+# %% ../../nbs/08a_verdicts.ipynb #bd9f1a55
+def bound_pair_p(a, b, range_a=BOUNDS, range_b=BOUNDS):
+    """p-value of mean(a) > mean(b) when a side's seeds all sit at one bound: max over c of P_A(c) P_B(c), where
+    P_A(c) = ((c - lo_a) / (min(a) - lo_a))^n_a and P_B(c) = ((hi_b - c) / (hi_b - max(b)))^n_b (Markov's inequality,
+    each capped at 1); valid for every distribution of seeds on `range_a`, `range_b` = (lo, hi) (None: unbounded, p = 1).
+    Seeds along the last axis; leading axes broadcast."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64); na, nb = a.shape[-1], b.shape[-1]
+    la, hb = (-np.inf if range_a[0] is None else float(range_a[0])), (np.inf if range_b[1] is None else float(range_b[1]))
+    m, M = a.min(-1), b.max(-1)
+    if not (np.isfinite(la) and np.isfinite(hb)): return np.broadcast_to(np.where(la > hb, 0.0, 1.0), np.broadcast_shapes(m.shape, M.shape)) * 1.0
+    c = np.clip((na * hb + nb * la) / (na + nb), np.maximum(M, la), np.minimum(m, hb))     # the maximiser, clipped
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pa = np.where(c >= m, 1.0, np.clip((c - la) / (m - la), 0.0, 1.0) ** na)
+        pb = np.where(c <= M, 1.0, np.clip((hb - c) / (hb - M), 0.0, 1.0) ** nb)
+    return np.where(la > hb, 0.0, np.where(m <= M, 1.0, pa * pb))
 
 # %% ../../nbs/08a_verdicts.ipynb #2ec2c789
 def permutation_p(a, b) -> float:
@@ -273,10 +304,12 @@ def paper_seeds(paper: dict, n: int = 5, rel_sd: float | None = None) -> dict:
 RULE_TEXT = (f"Every cell is the mean ± standard deviation over the seeds (n). A comparison is a one-sided Welch t test on "
              f"the seed values (Welch-Satterthwaite degrees of freedom; a paper value or a constant has no error; each "
              f"row's standard deviation is at least the metric's resolution; a cell whose seeds all score the same bound "
-             f"value of the metric (0 ± 0 at 0, or at 1; each metric declares its bounds) cannot decide a t test: against another "
-             f"row it counts as known and the other side's spread decides, two such cells are inconclusive, and against a "
-             f"constant or the paper's band a metric bounded both ways, [lo, hi], takes the exact test of its bound (n seeds "
-             f"all at lo while the mean is c: probability at most ((hi − c)/(hi − lo))^n, whatever the seeds' distribution)): it holds "
+             f"value of the metric (0 ± 0 at 0, or at 1; each metric declares its bounds) cannot decide a t test: a metric bounded "
+             f"both ways, [lo, hi], takes instead a test valid whatever the seeds' distribution on its bounds: against a "
+             f"constant or the paper's band the exact test of its bound (n seeds all at lo while the mean is c: probability "
+             f"at most ((hi − c)/(hi − lo))^n), and against another row the same bound times Markov's bound for the other "
+             f"row's extreme seed (its n seeds all at least m while its mean is c: at most ((c − lo)/(m − lo))^n), the "
+             f"largest product over c; two such cells at the same bound are inconclusive): it holds "
              f"when p < {ALPHA:g}, fails when the opposite direction has p < {ALPHA:g}, and is inconclusive otherwise (always "
              "with one seed). A claim of several parts holds when every part holds and fails when a part fails after Holm's "
              "correction across its parts; a claim that needs most of its k parts (m, more than half of k, fixed by the claim) "
