@@ -107,6 +107,9 @@ CLAIMS_START, CLAIMS_END = "<!-- claims:start -->", "<!-- claims:end -->"
 
 def cmd_claims(args):
     "Print the claims table of the committed reports (`repro.summary`), or write it into a README's marked section."
+    if getattr(args, "index", None):                      # the index of the reports (one row per report), not the claims
+        from disentbook.repro.summary import write_index
+        k = write_index(args.index, args.reports); print(f"{args.index}: index rewritten ({k} reports)"); return 0
     from disentbook.repro.summary import SCALES, claims_markdown, claims_table, counts
     rows = claims_table(args.reports)
     tally = "; ".join(f"{s}: " + ", ".join(f"{n} {v}" for v, n in sorted(counts(rows, s).items())) for s in SCALES if counts(rows, s))
@@ -322,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     cl = add("claims", "every paper claim and its verdict in each committed report (quick / gpu / paper), one table")
     cl.add_argument("--reports", default="reports", help="the folder of reports (one folder each, with metrics.json)")
     cl.add_argument("--readme", help="rewrite this file's section between <!-- claims:start --> and <!-- claims:end -->")
+    cl.add_argument("--index", help="rewrite this page's section between <!-- index:start --> and <!-- index:end --> with "
+                    "one row per committed report (e.g. reports/README.md; links relative to the reports folder)")
     cl.set_defaults(func=cmd_claims)
 
     pt = add("pretrained", "list the models shipped in the package with their cards (how each was trained, its metrics)")

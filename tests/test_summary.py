@@ -55,3 +55,35 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "claims:start" in err
     (tmp_path / "r" / "x-quick" / "metrics.json").write_text("{bad")
     with pytest.raises(InputError, match="not readable JSON"): S.claims_table(tmp_path / "r")
+
+
+def test_reports_index_is_generated_from_the_reports(tmp_path):
+    """reports/README.md's table is what `disentbook claims --index reports/README.md` writes from the committed reports
+    (one row per report: scale, sensitivity, device, runs, training time, the headline claim's verdict, the counts), and
+    the prose below it names no verdict: every verdict word comes from the generated part."""
+    page = ROOT / "reports" / "README.md"
+    copy = tmp_path / "README.md"
+    copy.write_text(page.read_text())
+    assert S.write_index(copy, ROOT / "reports") == len(list((ROOT / "reports").glob("*/metrics.json")))
+    assert copy.read_text() == page.read_text(), \
+        "reports/README.md is stale: run `python3 -m disentbook claims --index reports/README.md` and commit it"
+    head, rest = page.read_text().split(S.INDEX_START)
+    table, prose = rest.split(S.INDEX_END)
+    assert table.count("\n| [") == len(list((ROOT / "reports").glob("*/metrics.json")))
+    for word in ("holds", "fails", "inconclusive", "not tested", "learning not shown", "not checked", "passes its gate",
+                 "did not learn", "undecided"):
+        assert word not in prose.lower() and word not in head.lower(), f"reports/README.md prose says {word!r}: verdicts come from the index"
+
+
+def test_index_command_rewrites_only_its_section(tmp_path, capsys):
+    "`claims --index PAGE` rewrites PAGE's index section from --reports and leaves the rest; no markers: a one-line error."
+    _report(tmp_path / "r" / "x-quick", "dipvae", "quick", [dict(claim="(1) A beats B", verdict="holds")])
+    page = tmp_path / "r" / "README.md"
+    page.write_text(f"# top\n\n{S.INDEX_START}\nstale\n{S.INDEX_END}\n\nprose\n")
+    assert main(["claims", "--reports", str(tmp_path / "r"), "--index", str(page)]) == 0
+    text = page.read_text()
+    assert "stale" not in text and text.startswith("# top\n") and text.endswith("\n\nprose\n")
+    assert "| [x-quick](x-quick/report.md) | dipvae | quick | — | cpu | 0 | — | (1): holds | 1 holds |" in text
+    page.write_text("no markers")
+    assert main(["claims", "--reports", str(tmp_path / "r"), "--index", str(page)]) == 2
+    assert "index:start" in capsys.readouterr().err

@@ -10,7 +10,8 @@ from ..core import InputError
 from .harness import PAPERS, read_metrics
 
 # %% auto #0
-__all__ = ['SCALES', 'SHORT', 'sensitivity_of', 'report_claims', 'claims_table', 'claims_markdown', 'counts']
+__all__ = ['SCALES', 'SHORT', 'INDEX_START', 'INDEX_END', 'HEADLINE', 'sensitivity_of', 'report_claims', 'claims_table',
+           'claims_markdown', 'counts', 'report_row', 'index_rows', 'index_markdown', 'write_index']
 
 # %% ../../nbs/08c_summary.ipynb #59d13313
 SCALES = ("quick", "cpu", "gpu", "paper")                     # the columns, in order (smoke reports judge nothing)
@@ -102,3 +103,65 @@ def counts(rows: list[dict], scale: str) -> dict:
         v = r["scales"].get(scale)
         if v: out[v["verdict"]] = out.get(v["verdict"], 0) + 1
     return out
+
+# %% ../../nbs/08c_summary.ipynb #4fc28ad1
+import math
+
+INDEX_START, INDEX_END = "<!-- index:start -->", "<!-- index:end -->"
+HEADLINE = {"dipvae": "(1) ", "tcwae": "(1) ", "contrastive": "L-MNIST (4) ", "refvae": "sRb-VAE beats Rb-VAE",
+            "invariance": "Ours has the best average and worst-group accuracy on Colored-MNIST", "vae": "β-VAE (β = 4)"}
+
+def _device(m: dict) -> str:
+    "The device a report ran on, short: 'AMD EPYC, 2 cores', 'NVIDIA H100 80GB HBM3', 'cpu'."
+    name = str(m.get("device_name") or m.get("device") or "")
+    if name.startswith(("cpu (", "cuda (")): return ", ".join(name[name.index("(") + 1:].removesuffix(")").split(", ")[:2])
+    return name.split(" (")[0]
+
+def _hours(s: float) -> str: return "—" if not s else f"{s / 3600:.2f} h" if s >= 3600 else f"{s:.0f} s"
+
+def report_row(path) -> dict:
+    """One report's index row from its `metrics.json`: paper, scale, sensitivity, device, runs (seed runs in its
+    tables), training seconds (the runs' own, summed), the headline claim's verdict and the count of each verdict."""
+    f = Path(path) / "metrics.json" if Path(path).is_dir() else Path(path)
+    m = read_metrics(f, ("paper", "scale", "claims"))
+    runs = {(row, i, r.get("train_seconds_run", r.get("train_seconds"))): r for t in (m.get("results") or {}).values()
+            for row, seeds in t.items() for i, r in enumerate(seeds) if isinstance(r, dict)}      # a run two tables share: once
+    secs = [float(r.get("train_seconds_run", r.get("train_seconds")) or "nan") for r in runs.values()]
+    train = [x for x in secs if math.isfinite(x)]
+    head = [c for c in m["claims"] if c["claim"].startswith(HEADLINE.get(m["paper"], "\0"))]
+    tally: dict = {}
+    for c in m["claims"]: tally[c["verdict"]] = tally.get(c["verdict"], 0) + 1
+    return dict(report=f.parent.name, paper=m["paper"], scale=m["scale"], sensitivity=sensitivity_of(m),
+                device=_device(m), runs=len(runs), train_seconds=sum(train), unrecorded=len(secs) - len(train),
+                headline=[(c["claim"], c["verdict"]) for c in head], counts=tally)
+
+def index_rows(reports_dir="reports") -> list[dict]:
+    "`report_row` of every folder of `reports_dir` with a metrics.json, by paper and then by scale."
+    root = Path(reports_dir)
+    if not root.is_dir(): raise InputError(f"{root}: no such folder (expected one folder per report, each with metrics.json)")
+    rows = [report_row(f) for f in sorted(root.glob("*/metrics.json"))]
+    order = lambda s: SCALES.index(s) if s in SCALES else -1
+    return sorted(rows, key=lambda r: (r["paper"], order(r["scale"]), r["sensitivity"]))
+
+def index_markdown(rows: list[dict]) -> str:
+    "The index table (links relative to the reports folder)."
+    L = ["| report | paper | scale | sensitivity | device | runs | training | headline claim | claims by verdict |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        head = "; ".join(f"{HEADLINE[r['paper']].strip()}: {SHORT.get(v, v)}" for c, v in r["headline"]) or "—"
+        miss = f" ({r['unrecorded']} run(s) unrecorded)" if r["unrecorded"] else ""
+        tally = ", ".join(f"{n} {SHORT.get(v, v)}" for v, n in sorted(r["counts"].items(), key=lambda x: -x[1]))
+        L.append(f"| [{r['report']}]({r['report']}/report.md) | {r['paper']} | {r['scale']} | {r['sensitivity'] or '—'} | "
+                 f"{r['device'] or '—'} | {r['runs']} | {_hours(r['train_seconds']) + miss} | {head.replace('|', '/')} | {tally} |")
+    return "\n".join(L) + "\n"
+
+def write_index(page="reports/README.md", reports_dir="reports") -> int:
+    "Rewrite `page`'s part between INDEX_START and INDEX_END with the index of `reports_dir`; the number of reports."
+    f, rows = Path(page), index_rows(reports_dir)
+    try: text = f.read_text()
+    except OSError as e: raise InputError(f"{f}: cannot read it ({type(e).__name__})") from None
+    if text.count(INDEX_START) != 1 or text.count(INDEX_END) != 1 or text.index(INDEX_START) > text.index(INDEX_END):
+        raise InputError(f"{f} needs one line {INDEX_START} and one line {INDEX_END} after it around the index")
+    head, rest = text.split(INDEX_START); _, tail = rest.split(INDEX_END)
+    f.write_text(head + INDEX_START + "\n" + index_markdown(rows) + INDEX_END + tail)
+    return len(rows)
