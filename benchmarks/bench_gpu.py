@@ -1,4 +1,4 @@
-"""GPU throughput of the harness's real training path (issue 22), written to the plan's throughput table.
+"""GPU throughput of the harness's real training path, written to the plan's throughput table.
 
     python benchmarks/bench_gpu.py                              # on CUDA: measure, write benchmarks/throughput.json
     python benchmarks/bench_gpu.py --device cpu --tiny          # anywhere: a tiny run that exercises every path (CI)
@@ -25,7 +25,7 @@ What it measures, each as aggregate images/s (median of `--repeats` timed window
 The rows (family, mode, group size, precision, images/s) go to `benchmarks/throughput.json` on CUDA, with the device's
 name, torch version, date and command (`repro.plan` reads them); the bare loop goes under `reference`. A CPU run (or
 `--tiny`) writes `results/bench_gpu/throughput-<device>.json` instead and never replaces the committed table: its
-numbers say nothing about a GPU. Targets on one H100 (issue 22): captured single >= 3x the bare eager fp32 loop;
+numbers say nothing about a GPU. Targets on one H100: captured single >= 3x the bare eager fp32 loop;
 ensembles >= 300,000 images/s aggregate.
 """
 from __future__ import annotations
@@ -211,7 +211,7 @@ class Bench:
 
 def merge(paths: list[str], out: str) -> int:
     """One table from tables measured in separate runs on the same GPU (say, bf16 in one run and fp32 in another, to fit
-    a time-limited slot): rows, failures and reference loops together, each run's command kept."""
+    a job's time limit): rows, failures and reference loops together, each run's command kept."""
     ts = [json.loads(Path(p).read_text()) for p in paths]
     devs = {t["device"] for t in ts}
     if len(devs) != 1 or any(t.get("tiny") or not t.get("measured") for t in ts):

@@ -1,4 +1,4 @@
-"""Fault injection for the trainer's checkpoints (issue 14): kill -9 at random instants, truncated and bit-flipped
+"""Fault injection for the trainer's checkpoints: kill -9 at random instants, truncated and bit-flipped
 checkpoints, a data folder that cannot be written. Prints counts; exits 1 if any fault went wrong.
 
     python benchmarks/faults.py                 # N=20 kills per method (beta_vae, factor_vae, tcwae_gan)

@@ -24,12 +24,13 @@ _all_ = ["DEFAULT_BATCH_SIZE", "DEFAULT_LR", "GROUND_TRUTH_METRICS", "LOCK_NAME"
 
 
 # %% auto #0
-__all__ = ['CLAIMS_START', 'CLAIMS_END', 'PROCEDURAL', 'parse_params', 'int_at_least', 'positive_float', 'cmd_reproduce',
-           'cmd_claims', 'cmd_methods', 'cmd_pretrained', 'cmd_data', 'cmd_train', 'cmd_evaluate',
-           'cmd_student_edition', 'build_parser', 'main', 'DEFAULT_BATCH_SIZE', 'DEFAULT_LR', 'GROUND_TRUTH_METRICS',
-           'LOCK_NAME', 'RUN_FILES', 'TRAINING_SETS', 'TrainingSet', 'build_dataset', 'build_model_for',
-           'check_method_dataset', 'clear_run', 'image_shape', 'make_sampler', 'metrics_table', 'probe_features',
-           'refuse_existing', 'resolve_device', 'run_contents', 'run_lock', 'run_metrics', 'train_job']
+__all__ = ['CLAIMS_START', 'CLAIMS_END', 'CLAIMS_PAGE', 'PROCEDURAL', 'parse_params', 'int_at_least', 'positive_float',
+           'cmd_reproduce', 'cmd_claims', 'cmd_methods', 'cmd_pretrained', 'cmd_data', 'cmd_train', 'cmd_evaluate',
+           'cmd_student_edition', 'cmd_campaign', 'build_parser', 'main', 'DEFAULT_BATCH_SIZE', 'DEFAULT_LR',
+           'GROUND_TRUTH_METRICS', 'LOCK_NAME', 'RUN_FILES', 'TRAINING_SETS', 'TrainingSet', 'build_dataset',
+           'build_model_for', 'check_method_dataset', 'clear_run', 'image_shape', 'make_sampler', 'metrics_table',
+           'probe_features', 'refuse_existing', 'resolve_device', 'run_contents', 'run_lock', 'run_metrics',
+           'train_job']
 
 # %% ../nbs/90_cli.ipynb #37a9b090
 def parse_params(items: list[str] | None) -> dict:
@@ -91,7 +92,11 @@ def cmd_reproduce(args):
         report = fn(scale=args.scale, out_dir=out, device=args.device, seed=args.seed, **extra)
     print(f"reproduction {args.name!r} at scale {args.scale!r} finished in {time.perf_counter() - t0:.0f} s; "
           f"results in {out}/")
-    if isinstance(report, dict) and report.get("report_path"): print(Path(report["report_path"]).read_text())
+    if isinstance(report, dict) and report.get("report_path"):
+        print(Path(report["report_path"]).read_text())
+        if report.get("results"):                                # what trained, what it learned, what next
+            from disentbook.repro.report import takeaway
+            print("\n".join(takeaway(report, out)))
     return 0
 
 def _clear_reproduction(out: Path):
@@ -104,17 +109,20 @@ def _clear_reproduction(out: Path):
 
 # %% ../nbs/90_cli.ipynb #395f33dd
 CLAIMS_START, CLAIMS_END = "<!-- claims:start -->", "<!-- claims:end -->"
+CLAIMS_PAGE = "docs/claims.md"                # the page of the repository that shows the table
 
 def cmd_claims(args):
-    "Print the claims table of the committed reports (`repro.summary`), or write it into a README's marked section."
+    """Print the claims table of the committed reports (`repro.summary`), or write it into a page's marked section
+    (`--readme`, by default `docs/claims.md`), its links to the reports relative to that page."""
+    import os
     if getattr(args, "index", None):                      # the index of the reports (one row per report), not the claims
         from disentbook.repro.summary import write_index
         k = write_index(args.index, args.reports); print(f"{args.index}: index rewritten ({k} reports)"); return 0
     from disentbook.repro.summary import SCALES, claims_markdown, claims_table, counts
     rows = claims_table(args.reports)
     tally = "; ".join(f"{s}: " + ", ".join(f"{n} {v}" for v, n in sorted(counts(rows, s).items())) for s in SCALES if counts(rows, s))
-    body = f"{len(rows)} claims ({tally}).\n\n" + claims_markdown(rows, link_prefix=f"{Path(args.reports).as_posix()}/",
-                                                                 sources=not args.readme)
+    prefix = Path(args.reports if not args.readme else os.path.relpath(args.reports, Path(args.readme).parent)).as_posix()
+    body = f"{len(rows)} claims ({tally}).\n\n" + claims_markdown(rows, link_prefix=f"{prefix}/", sources=not args.readme)
     if not args.readme: print(body); return 0
     f = Path(args.readme)
     try: text = f.read_text()
@@ -234,6 +242,11 @@ def cmd_student_edition(args):
               f"{info['instructor_cells_removed']} instructor-only cell(s) removed, outputs cleared")
     return 0
 
+def cmd_campaign(args):
+    "The long training campaign (`campaign.stages`): its options were parsed by the subcommand."
+    from disentbook.campaign.stages import run
+    return run(args)
+
 # %% ../nbs/90_cli.ipynb #63410200
 class _Parser(argparse.ArgumentParser):
     "argparse with one-line errors (exit status 2)."
@@ -324,7 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     cl = add("claims", "every paper claim and its verdict in each committed report (quick / gpu / paper), one table")
     cl.add_argument("--reports", default="reports", help="the folder of reports (one folder each, with metrics.json)")
-    cl.add_argument("--readme", help="rewrite this file's section between <!-- claims:start --> and <!-- claims:end -->")
+    cl.add_argument("--readme", nargs="?", const=CLAIMS_PAGE, metavar="PAGE", help="rewrite this page's section between "
+                    f"<!-- claims:start --> and <!-- claims:end --> (default {CLAIMS_PAGE}), links relative to the page")
     cl.add_argument("--index", help="rewrite this page's section between <!-- index:start --> and <!-- index:end --> with "
                     "one row per committed report (e.g. reports/README.md; links relative to the reports folder)")
     cl.set_defaults(func=cmd_claims)
@@ -343,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("src", help="instructor notebook (solutions between ### BEGIN SOLUTION / ### END SOLUTION)")
     s.add_argument("dst", help="where to write the student edition")
     s.set_defaults(func=cmd_student_edition)
+
+    from disentbook.campaign.stages import add_arguments
+    cp = add_arguments(add("campaign", "the long training campaign in stages that resume: the dSprites zoo's learning "
+                                       "curves over seeds and its models (--list shows the stages)"))
+    cp.set_defaults(func=cmd_campaign)
     return p
 
 def main(argv: list[str] | None = None) -> int:

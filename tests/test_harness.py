@@ -155,7 +155,8 @@ def test_rejudge_applies_this_judge_to_finished_runs_without_training(toy, tmp_p
     assert len(calls) == n and r["claims"][0]["verdict"] == H.FAILS and r["seconds"] == m["seconds"]
     assert r["rejudged"]["trained"].startswith("the runs of this folder") and r["figures"] == m["figures"]
     md = (tmp_path / "report.md").read_text()
-    assert md.splitlines()[2].startswith("Re-judged ") and "FAILS" in md and "| b4 | 0.51 ± 0.01 | 2 |" in md
+    assert "\n## How the runs were made\n\nRe-judged " in md and "FAILS" in md and "| b4 | 0.51 ± 0.01 | 2 |" in md
+    assert md.index("**How to read this report**") < md.index("| b4 |") < md.index("## How the runs were made")   # the table first
     assert not (tmp_path / ".lock").exists()
     # bad input: one-line errors
     (tmp_path / "metrics.json").write_text("{not json")

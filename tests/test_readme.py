@@ -1,4 +1,4 @@
-"""Every command and code block of the README runs as printed (issue 24.2), in a fresh working directory.
+"""Every command and code block of the README runs as printed, in a fresh working directory.
 
 Only the cost changes: `--steps N` becomes `--steps 2` (and a `train` without `--steps` gets `--steps 2`), `--scale
 quick` becomes `--scale smoke` (into the folder the README names), the Python examples train 3 steps and score fewer points. `disentbook` commands run
@@ -18,6 +18,7 @@ from disentbook.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+CLAIMS_PAGE = (ROOT / "docs" / "claims.md").read_text()
 BASH = re.findall(r"```bash\n(.*?)```", README, re.S)
 PYTHON = re.findall(r"```python\n(.*?)```", README, re.S)
 INLINE = [c for c in re.findall(r"`(python3 -m disentbook [^`]+)`", README)
@@ -82,10 +83,12 @@ def not_run(argv: list[str]) -> str | None:
 @pytest.fixture
 def fresh_dir(tmp_path, monkeypatch):
     """A working directory of a new user of the repository: its notebooks at nbs/ and committed reports at reports/
-    (what `disentbook claims` reads), a copy of README.md (what `claims --readme` rewrites); offline, no data files."""
+    (what `disentbook claims` reads), a copy of docs/claims.md (what `claims --readme docs/claims.md` rewrites); offline,
+    no data files."""
     (tmp_path / "nbs").symlink_to(ROOT / "nbs")
     (tmp_path / "reports").symlink_to(ROOT / "reports")
-    (tmp_path / "README.md").write_text(README)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "claims.md").write_text(CLAIMS_PAGE)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DISENTBOOK_OFFLINE", "1")
@@ -106,7 +109,19 @@ def test_readme_has_the_commands_this_test_runs():
     assert any("reproduce vae --out results/vae-quick --rejudge" in c for c in cmds)
     assert any(c.startswith("python3 -m disentbook pretrained") for c in cmds)
     assert "python3 -m disentbook student-edition nbs/exercises/ student/" in INLINE and "python3 -m disentbook data list" in INLINE
+    assert "python3 -m disentbook claims --readme docs/claims.md" in INLINE
     assert len(PYTHON) >= 3
+
+
+def test_readme_is_short_and_in_a_newcomers_order():
+    "About 16 KB, its sections in the order a newcomer needs them; the long-run operations and the claims on their own pages."
+    assert len(README.encode()) <= 16_500, len(README.encode())
+    heads = re.findall(r"^## (.+)$", README, re.M)
+    order = ["Install", "Quick start", "The notebooks and the offline site", "In class", "Train, evaluate, reproduce", "GPU", "Data", "Tests"]
+    assert [h for h in heads if h in order] == order, heads
+    for page in ("docs/long-runs.md", "docs/claims.md", "docs/verdicts.md"):
+        assert f"]({page})" in README and (ROOT / page).is_file(), page
+    assert re.search(r"!\[[^]]+\]\(([^)]+\.png)\)", README) and (ROOT / re.search(r"!\[[^]]+\]\(([^)]+\.png)\)", README)[1]).is_file()
 
 
 def test_every_readme_command_runs(fresh_dir, capsys):
@@ -119,6 +134,11 @@ def test_every_readme_command_runs(fresh_dir, capsys):
         assert rc == 0, f"`{' '.join(argv)}` (run as {a}) failed: {err[-2000:]}"
         ran.append(" ".join(argv))
         if a[:2] == ["reproduce", "vae"] and "--resume" not in a and "--rejudge" not in a:
+            # the quick start ends with three plain lines: what trained, what it learned and did not (its numbers), what next
+            last = out.strip().splitlines()[-3:]
+            assert [l.split(":")[0] for l in last] == ["Trained", "Learned", "Next"], last
+            assert "reconstruct" in last[1] and "MIG" in last[1] and re.search(r"\d\.\d{3}", last[1]), last[1]
+            assert "results/vae-quick/report.md" in last[2] and "pretrained" in last[2], last[2]
             # the quick start run a second time, as written: refused in one line that says what to do (the README's next block)
             rc, _, err = run(capsys, a)
             assert rc == 2 and "--resume" in err and "--overwrite" in err and len(err.strip().splitlines()) == 1, err
@@ -127,9 +147,9 @@ def test_every_readme_command_runs(fresh_dir, capsys):
         assert rc == 0, f"`{cmd}` failed: {err[-2000:]}"
         ran.append(cmd)
     assert (fresh_dir / "runs" / "w2" / "metrics.json").is_file() and (fresh_dir / "student").is_dir()
-    assert (fresh_dir / "README.md").read_text() == README                        # `claims --readme README.md`: up to date
+    assert (fresh_dir / "docs" / "claims.md").read_text() == CLAIMS_PAGE         # `claims --readme docs/claims.md`: up to date
     report = (fresh_dir / "results" / "vae-quick" / "report.md").read_text()
-    assert "Re-judged " in report.splitlines()[2]                                  # the README's --rejudge ran last
+    assert "\n## How the runs were made\n\nRe-judged " in report                 # the README's --rejudge ran last
     for png in sorted((fresh_dir / "results" / "vae-quick").rglob("*.png")):     # report.md links every figure written
         assert f"`{png.relative_to(fresh_dir / 'results' / 'vae-quick')}`" in report, png
     assert len(ran) >= 10, (ran, skipped)

@@ -32,17 +32,28 @@ def test_one_row_per_claim_one_column_per_scale(tmp_path):
     assert S.counts(rows, "quick") == {"inconclusive": 1, "holds": 1} and S.counts(rows, "paper") == {}
 
 
-def test_readme_section_is_the_committed_reports_table(tmp_path, capsys):
-    "The README shows what `disentbook claims --readme` writes from reports/ (regenerate after a report changes)."
-    readme = tmp_path / "README.md"
-    shutil.copy(ROOT / "README.md", readme)
-    assert main(["claims", "--reports", str(ROOT / "reports"), "--readme", str(readme)]) == 0
-    fresh = readme.read_text().replace(f"{(ROOT / 'reports').as_posix()}/", "reports/")
-    assert fresh == (ROOT / "README.md").read_text(), \
-        "README's claims section is stale: run `python3 -m disentbook claims --readme README.md` and commit it"
-    assert main(["claims", "--reports", str(ROOT / "reports")]) == 0
+def test_claims_page_is_the_committed_reports_table(tmp_path, monkeypatch, capsys):
+    "docs/claims.md shows what `disentbook claims --readme` writes from reports/ (regenerate after a report changes)."
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "claims.md", tmp_path / "docs" / "claims.md")
+    (tmp_path / "reports").symlink_to(ROOT / "reports")
+    monkeypatch.chdir(tmp_path)
+    assert main(["claims", "--readme"]) == 0                                   # the default page: docs/claims.md
+    assert (tmp_path / "docs" / "claims.md").read_text() == (ROOT / "docs" / "claims.md").read_text(), \
+        "docs/claims.md is stale: run `python3 -m disentbook claims --readme docs/claims.md` and commit it"
+    assert main(["claims"]) == 0
     out = capsys.readouterr().out
     assert "| claim | source | quick |" in out and "claims (quick:" in out
+
+
+def test_links_are_relative_to_the_page(tmp_path, monkeypatch):
+    "A page's links to the reports are relative to the page's own folder."
+    _report(tmp_path / "r" / "toy-quick", "toy", "quick", [dict(claim="A beats B", verdict="holds")])
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "p.md").write_text("<!-- claims:start -->\n<!-- claims:end -->\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["claims", "--reports", "r", "--readme", "a/b/p.md"]) == 0
+    assert "](../../r/toy-quick/report.md)" in (tmp_path / "a" / "b" / "p.md").read_text()
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys):

@@ -6,7 +6,7 @@
     nice -n 10 python3 tools/campaign.py --next --budget 150m > results/campaign/log.txt 2>&1 &   # in the background
     python3 tools/campaign.py --pause                         # the running campaign stops at its next chunk boundary
     python3 tools/campaign.py --go-on                         # ... and goes on (SIGSTOP / SIGCONT work as well)
-    python3 tools/campaign.py --carry                         # before a session stops: cut-short work into git's index
+    python3 tools/campaign.py --carry                         # before the checkout moves: cut-short work into git's index
 
 Every run trains in chunks of `CHUNK` steps (about a minute on two cores): a checkpoint at each chunk's end, from which a
 killed or timed-out campaign resumes bit-exactly (the trainer's checkpoints restore weights, optimizers and generators),
@@ -391,7 +391,7 @@ def carried_paths(root: Path | None = None) -> list[Path]:
 
 
 def carry(root: Path | None = None) -> tuple[list[str], list[str]]:
-    """Before a session stops (campaign stopped): put `carried_paths` in git's index (forced: they are ignored) and take
+    """Before the checkout moves to another machine (campaign stopped): put `carried_paths` in git's index (forced: they are ignored) and take
     out the ones carried earlier that are no longer needed (a run evaluated since, a curve done; the files stay on disk),
     so a commit carries the cut-short work to a new checkout, which resumes it. Returns (carried, dropped)."""
     import subprocess
@@ -434,7 +434,7 @@ def main(argv=None) -> int:
     g.add_argument("--stage", choices=[*STAGES, *GPU_STAGES], help="run one stage (again, from where it stopped)")
     g.add_argument("--pause", action="store_true", help="make a running campaign wait at its next chunk boundary")
     g.add_argument("--go-on", action="store_true", help="let a paused campaign go on")
-    g.add_argument("--carry", action="store_true", help="before stopping a session (campaign stopped): add the cut-short "
+    g.add_argument("--carry", action="store_true", help="before the checkout moves to another machine (campaign stopped): add the cut-short "
                    "runs' checkpoints and unfinished curves to git's index, so a new checkout resumes them")
     p.add_argument("--gpu", action="store_true", help="with --next: the GPU stages not landed yet (needs a CUDA GPU)")
     p.add_argument("--recipes", help="with the dsprites stages: these recipes only, comma-separated (the stage stays partial)")

@@ -1,4 +1,4 @@
-"""The GPU stages of the campaign (`tools/campaign.py` lists them with the CPU stages), for a short GPU slot: stages of at most 9 minutes, one command each, each packing what it
+"""The GPU stages of the campaign (`tools/campaign.py` lists them with the CPU stages), for a GPU rented by the slice: stages of at most 9 minutes, one command each, each packing what it
 returns into one archive of a small results folder, from which the next stage resumes.
 
     python3 tools/gpu_campaign.py --list                       # the stages, in order, with what each runs
@@ -26,9 +26,9 @@ benchmarks/ says how to carry them): POT (the contrastive paper's exact optimal 
 stages need; ipywidgets and its dependencies only for the CUDA test of the widgets (without them that file is
 reported as not collected).
 
-Across sessions: `--unpack` lands a GPU stage's results in the checkout and records the stage in the committed ledger
-`benchmarks/gpu_campaign.json`; a later session's `--next` / `--all` skip the stages listed there (and the pretrained
-recipes whose committed card was trained by this stage on a GPU), so successive GPU slots finish the campaign.
+Across machines: `--unpack` lands a GPU stage's results in the checkout and records the stage in the committed ledger
+`benchmarks/gpu_campaign.json`; a later run's `--next` / `--all` skip the stages listed there (and the pretrained
+recipes whose committed card was trained by this stage on a GPU), so successive GPU runs finish the campaign.
 
 A GPU stage without a GPU (and without `--device cpu`) is a one-line error saying what to do (exit status 2).
 """
@@ -41,7 +41,7 @@ PAPERS = ("vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance")
 STAGES = ("contact", "tests", "bench", *PAPERS, "pretrained")
 ARCHIVE = {"contact": "checks", "tests": "checks", "bench": "checks", **{p: p for p in PAPERS}, "pretrained": "pretrained"}
 LIMIT_S = 9 * 60                       # one stage, one command
-LEDGER = ROOT / "benchmarks" / "gpu_campaign.json"     # stages landed in the checkout by earlier sessions (committed)
+LEDGER = ROOT / "benchmarks" / "gpu_campaign.json"     # stages landed in the checkout by earlier runs (committed)
 MAX_FILES, MAX_FILE, MAX_TOTAL = 8, 16 * 2**20, 64 * 2**20
 # packages the GPU image lacks, as pip names
 WHEELS_REQUIRED = ("POT",)
@@ -110,7 +110,7 @@ def stage_record(results: Path, stage: str) -> dict | None:
 
 
 def read_ledger(path) -> dict:
-    "The stages `--unpack` landed in the checkout in earlier sessions (stage -> its stage.json); {} without a ledger."
+    "The stages `--unpack` landed in the checkout in earlier runs (stage -> its stage.json); {} without a ledger."
     if path is None: return {}
     try: d = json.loads(Path(path).read_text())
     except FileNotFoundError: return {}
@@ -126,7 +126,7 @@ def landed(ledger, stage: str) -> dict | None:
 
 
 def done(results: Path, stage: str, ledger=None) -> bool:
-    "Done in this results folder, or landed in the checkout by an earlier session (the ledger): a later slot goes on."
+    "Done in this results folder, or landed in the checkout by an earlier run (the ledger): a later run goes on."
     r = stage_record(results, stage)
     return (bool(r) and r.get("status") == "ok") or landed(ledger, stage) is not None
 
@@ -268,7 +268,7 @@ def collect_report(out: Path, name: str, device: str) -> dict:
 
 
 def gpu_card(name: str) -> bool:
-    "Whether the committed card of pretrained model `name` comes from this stage on a GPU (an earlier session's run)."
+    "Whether the committed card of pretrained model `name` comes from this stage on a GPU (an earlier run)."
     try: c = json.loads((ROOT / "disentbook" / "assets" / "pretrained" / f"{name}.json").read_text())
     except (OSError, ValueError): return False
     dev = str((c.get("train") or {}).get("device", "cpu"))
@@ -283,7 +283,7 @@ def stage_pretrained(a, work: Path, log: list) -> tuple[int, dict]:
     kept = {k: v for k, v in before.items() if k.startswith(("pretrained/assets/", "pretrained/histories/"))} \
         if rec.get("tiny") == bool(a.tiny) and not a.redo else {}
     names = [n for n in names if f"pretrained/assets/{n}.json" not in kept]
-    if not (a.tiny or a.redo): names = [n for n in names if not gpu_card(n)]   # trained on a GPU by an earlier session
+    if not (a.tiny or a.redo): names = [n for n in names if not gpu_card(n)]   # trained on a GPU by an earlier run
     if not names: return 0, kept
     code = f"""
 import json, sys, time
@@ -449,7 +449,7 @@ def _write_ledger_file(path, stages: dict):
 
 
 def write_ledger(a):
-    "Record every GPU stage that landed (its stage.json, when it was unpacked) in the ledger the next session reads."
+    "Record every GPU stage that landed (its stage.json, when it was unpacked) in the ledger the next run reads."
     stages = read_ledger(a.ledger)
     now = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
     for stage in STAGES:
@@ -494,7 +494,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=float, default=LIMIT_S, help="seconds one stage may take")
     ap.add_argument("--recipes", nargs="+", help="pretrained: these recipes only")
     ap.add_argument("--redo", action="store_true", help="run a stage again even when it is done")
-    ap.add_argument("--ledger", default=str(LEDGER), help="the committed record of stages landed by earlier sessions "
+    ap.add_argument("--ledger", default=str(LEDGER), help="the committed record of stages landed by earlier runs "
                                                           "('' for none): those stages are done")
     a = ap.parse_args(argv)
     a.results = Path(a.results)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/05_viz.ipynb #9a35932a
 from __future__ import annotations
-import os
+import io, os
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +13,8 @@ import torch
 from ..core import InputError, atomic_path, check_images, to_float_images
 
 # %% auto #0
-__all__ = ['image_grid', 'save_figure', 'reconstruction_figure', 'kl_per_dim', 'traversal_images', 'traversal_figure',
-           'history_figure']
+__all__ = ['image_grid', 'compact_png', 'save_figure', 'reconstruction_figure', 'kl_per_dim', 'traversal_images',
+           'traversal_figure', 'history_figure']
 
 # %% ../../nbs/05_viz.ipynb #f5189bee
 def image_grid(images, nrow: int, pad: int = 1, pad_value: float = 0.5) -> np.ndarray:
@@ -39,11 +39,32 @@ def _show(ax, grid, title=None):
     ax.set_xticks([]); ax.set_yticks([])
     if title: ax.set_title(title, fontsize=9)
 
-def save_figure(fig, path: str | os.PathLike) -> Path:
-    "Save `fig` as PNG at `path` atomically (parent folders created); returns the path."
+def compact_png(data: bytes, colors: int | None = None, tol: float = 0.5) -> bytes:
+    """The PNG `data` as an optimised palette PNG (no dithering) of `colors` colours, by default the fewest of 16, 32, 64,
+    128 and 256 that keep every channel within `tol` of a grey level of the original on average (a plot needs 16 to 64,
+    a figure of images up to 256); `data` itself when that is not smaller or is a palette PNG already."""
+    import numpy as np
+    from PIL import Image                                      # a dependency of matplotlib
+    im = Image.open(io.BytesIO(data)); im.load()
+    if im.mode == "P": return data
+    if "A" in im.mode and im.getchannel("A").getextrema() == (255, 255): im = im.convert("RGB")   # opaque: no alpha
+    elif im.mode not in ("RGB", "RGBA"): im = im.convert("RGBA" if "A" in im.mode else "RGB")
+    method = Image.Quantize.FASTOCTREE if im.mode == "RGBA" else Image.Quantize.MEDIANCUT
+    a = np.asarray(im, dtype=np.int16)
+    for n in ([colors] if colors else (16, 32, 64, 128, 256)):
+        q = im.quantize(colors=n, method=method, dither=Image.Dither.NONE)
+        if colors or np.abs(np.asarray(q.convert(im.mode), dtype=np.int16) - a).mean() <= tol: break
+    buf = io.BytesIO(); q.save(buf, format="PNG", optimize=True)
+    return buf.getvalue() if buf.tell() < len(data) else data
+
+def save_figure(fig, path: str | os.PathLike, colors: int | None = None) -> Path:
+    """Save `fig` as PNG at `path` atomically (parent folders created), sized for reading: a palette PNG of `colors`
+    colours, by default as few as look the same (`compact_png`); returns the path."""
     path = Path(path)
+    buf = io.BytesIO(); fig.savefig(buf, format="png", bbox_inches="tight")
+    data = compact_png(buf.getvalue(), colors)
     with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f: fig.savefig(f, format="png", bbox_inches="tight")
+        with open(tmp, "wb") as f: f.write(data)
     return path
 
 # %% ../../nbs/05_viz.ipynb #7fe273af

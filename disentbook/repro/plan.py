@@ -183,7 +183,7 @@ def _steps(g: dict) -> int:
     return int(H.train_config(cfg, int(j["seed"]), "cpu", data, progress=False).steps)
 
 # %% ../../nbs/08b_plan.ipynb #4d381e70
-GPU_BUDGET_MINUTES = 20.0                      # the five papers' `gpu` scales together, on one H100 (a 30-minute GPU slot)
+GPU_BUDGET_MINUTES = 20.0                      # the five papers' `gpu` scales together, on one H100 (within half an hour of a GPU)
 # their shares: 20 minutes, split by what each plan needs on the measured H100 table (refvae's sRb-VAE runs cannot be
 # vmapped and train one by one: 5.4 minutes; dipvae 2.2, tcwae 3.3, contrastive 2.3, invariance 4.0)
 GPU_SHARES = dict(dipvae=3.0, tcwae=4.0, contrastive=3.0, refvae=6.0, invariance=4.0)
@@ -289,8 +289,8 @@ def plan_text(p: dict) -> str:
                  f"{p['length']['planned']:,})")
     if p["budget_minutes"] is not None:
         L.append(f"budget: {p['budget_minutes']:g} minutes on one H100 "
-                 + (f"({p['paper']}'s share of the five papers' {GPU_BUDGET_MINUTES:g} minutes in one GPU slot)"
-                    if p["paper"] in GPU_SHARES else "(one stage of a GPU slot)")
+                 + (f"({p['paper']}'s share of the five papers' {GPU_BUDGET_MINUTES:g} minutes on one GPU)"
+                    if p["paper"] in GPU_SHARES else "(one stage of the GPU campaign)")
                  + (": within it" if p["minutes"] <= p["budget_minutes"] else
                     ": OVER, because the learning curves ask for that length: the budget gives, not the length"
                     if planned_minutes(p) <= p["budget_minutes"] else ": OVER"))

@@ -5,16 +5,18 @@
 # %% ../../nbs/08h_report.ipynb #065cc90b
 from __future__ import annotations
 import json, math
+from pathlib import Path
 
 from ..core import paper_values
-from .verdicts import (FAILS, HOLDS, INCONCLUSIVE, NOT_CHECKED, NOT_LEARNED, NOT_TESTED, RULE_TEXT,
+from .verdicts import (ALPHA, FAILS, HOLDS, INCONCLUSIVE, NOT_CHECKED, NOT_LEARNED, NOT_TESTED, RULE_TEXT,
                                        seed_stats, within)
 from .claims import band, parse_tolerance
 from .declare import Metric, Table, scale_config
 from .runs import run_dir
 
 # %% auto #0
-__all__ = ['UNKNOWN_ON_PAPER', 'VERDICT_TEXT', 'paper_lookup', 'cell_verdict', 'table_rows', 'table_markdown', 'claim_lines']
+__all__ = ['METHOD_PAGE', 'READING', 'UNKNOWN_ON_PAPER', 'VERDICT_TEXT', 'NEXT_SCALE', 'paper_lookup', 'cell_verdict',
+           'table_rows', 'table_markdown', 'method_page', 'write_method_page', 'claim_lines', 'takeaway']
 
 # %% ../../nbs/08h_report.ipynb #4bd17124
 def paper_lookup(paper: str, table: str, dataset: str | None = None) -> dict:
@@ -131,6 +133,45 @@ def _differences(ctx) -> list[str]:
     return [f"{k} {json.dumps(ours.get(k))} (paper scale {json.dumps(theirs.get(k))})" for k in sorted(set(ours) | set(theirs))
             if k != "seeds" and ours.get(k) != theirs.get(k)]
 
+METHOD_PAGE = "docs/verdicts.md"        # the full method, in the repository; reports sit two folders below its root
+
+READING = ["**How to read this report** (the whole method: [docs/verdicts.md](../../" + METHOD_PAGE + "))",
+           "- a table cell: ours, the mean ± standard deviation over the seeds, beside the paper's number; *hit*: the seeds put the mean within the paper's tolerance, *miss*: outside it, *inconclusive*: the seeds cannot tell.",
+           f"- a claim of the paper (below the tables): *holds*, *fails* or *inconclusive* by a one-sided test on the seed values at p < {ALPHA:g}.",
+           "- *not tested: learning not shown*: a model the claim rests on did not pass its paper's \"did it learn\" gates; *not checked*: this scale does not train the claim's rows.",
+           "- how the runs were made (device, seeds, steps, the settings that differ from the paper's) follows the tables."]
+
+def method_page() -> str:
+    """The markdown of `docs/verdicts.md`: how a report judges, for a reader (the reading guide every report opens with,
+    then the rule the judge applies, `RULE_TEXT`, word for word)."""
+    return "\n".join([
+        "# How the reports judge a reproduction", "",
+        "Every reproduction report (`reports/<paper>-<scale>/report.md`, or the folder `disentbook reproduce` writes) opens "
+        "with this reading guide, then its tables:", "",
+        *[l.replace("](../../docs/verdicts.md)", "](verdicts.md)") for l in READING[1:]], "",
+        "## Cells and claims", "",
+        "A cell compares our seeds with the paper's number and the metric's declared tolerance (a band around the "
+        "paper's value). A claim of the paper (\"A beats B on MIG\", \"C is within 2× of the paper\") is made of parts, "
+        "each a comparison between rows of our table or between a row and the paper's band; the test of each part and "
+        "how the parts combine are the rule below. With few seeds a clear effect can still be *inconclusive*: each claim "
+        "states its power, the chance that the test finds the paper's own effect with our number of seeds.", "",
+        "## Did each model learn?", "",
+        "A claim is tested only on models that learned. Each paper declares gates a model must pass before its numbers "
+        "count (each report lists them, row by row, under \"Did each model learn?\"); among them, that its paper's own "
+        "metric beats the same network untrained, seed for seed, by a declared margin, and, where the metric applies to "
+        "images, the same metric on the raw pixels. A gate is one that the paper's own reported values pass, so a baseline that its paper reports as not "
+        "disentangling is asked to reconstruct, not to disentangle. A claim resting on a model that did not pass is "
+        "*not tested: learning not shown*: the model may have learned, but the seeds did not show it.", "",
+        "## The rule, as the judge applies it", "",
+        RULE_TEXT, "",
+        "Each report's `metrics.json` keeps the rule it was judged by (`rule`); `disentbook reproduce NAME --out FOLDER "
+        "--rejudge` judges a finished reproduction again with the installed version's rule.", ""])
+
+def write_method_page(path=METHOD_PAGE) -> str:
+    "Write `method_page()` to `path` (the repository's `docs/verdicts.md`); returns the path."
+    from pathlib import Path
+    Path(path).parent.mkdir(parents=True, exist_ok=True); Path(path).write_text(method_page()); return str(path)
+
 UNKNOWN_ON_PAPER = "unknown (the paper prints no standard deviation for a cell it reads)"
 
 VERDICT_TEXT = {HOLDS: "HOLDS", FAILS: "FAILS", INCONCLUSIVE: "INCONCLUSIVE", NOT_TESTED: "NOT TESTED AT THIS SCALE",
@@ -174,7 +215,11 @@ def claim_lines(claims: list[dict]) -> list[str]:
 
 def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=None, header: str | None = None) -> str:
     cfg, p = ctx.cfg, ctx.paper
-    L = [f"# {p.title} reproduced — {ctx.scale} scale", "", *([header, ""] if header else []),
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("hit", "inconclusive")}
+    misses = sum(r["verdict"].startswith("miss") for r in rows)
+    L = [f"# {p.title} reproduced — {ctx.scale} scale", "", *READING, ""] + md_tables
+    if rows: L += [f"Cells: {counts['hit']} hit, {misses} miss, {counts['inconclusive']} inconclusive.", ""]
+    L += ["## How the runs were made", "", *([header, ""] if header else []),
          f"device: {getattr(ctx, 'device_name', None) or ctx.device}; " + (f"this call {seconds:.0f} s (training and evaluation "
          f"{train_seconds:.0f} s; runs an earlier call finished are reused)" if math.isfinite(seconds) else
          f"wall time not recorded (the call stopped before its report); the runs' training and evaluation {train_seconds:.0f} s")
@@ -193,11 +238,6 @@ def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=No
         if diff: L += [f"At `{ctx.scale}` scale these settings differ from the paper scale's (read from the two configs): "
                        + "; ".join(diff) + ". Misses against the paper's numbers may come from any of them; this report does "
                        "not measure which.", ""]
-    L += md_tables
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("hit", "inconclusive")}
-    misses = sum(r["verdict"].startswith("miss") for r in rows)
-    L += ["How to read the verdicts: " + RULE_TEXT + (f" Cells: {counts['hit']} hit, {misses} miss, "
-          f"{counts['inconclusive']} inconclusive." if rows else ""), ""]
     if gates and ctx.scale != "smoke":
         L += ["## Did each model learn?", ""]
         for t, g in gates.items():
@@ -213,3 +253,66 @@ def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=No
     L += ["", "Per-run details (every metric, timings, final training terms): `metrics.json`, "
           "`runs/<dataset>/<model>/seed<k>/eval.json`."]
     return "\n".join(L) + "\n"
+
+# %% ../../nbs/08h_report.ipynb #227820b0
+NEXT_SCALE = dict(smoke="quick", quick="cpu", cpu="gpu", gpu="paper")
+
+def _longer(paper: str, scale: str) -> str | None:
+    "The next scale of `paper` after `scale` that this version can run (a `cpu` scale waits for its learning curves)."
+    from disentbook.repro.harness import PAPERS
+    s = scale
+    while (s := NEXT_SCALE.get(s)):
+        try:
+            if paper not in PAPERS: return s
+            scale_config(PAPERS[paper], s); return s
+        except Exception: continue
+    return None
+
+def _mean(xs):
+    xs = [float(x) for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+def takeaway(m: dict, out) -> list[str]:
+    """Three lines closing a reproduction's output, from its `metrics.json` fields `m` and its folder `out`: what
+    trained; what it learned and did not (reconstruction against disentanglement, the numbers averaged over seeds,
+    where the rows have both; otherwise what the "did it learn" gates and the claims say); what to run or open next."""
+    res, learned, refs = m.get("results") or {}, m.get("learned") or {}, m.get("references") or {}
+    rows = [(t, r, [x for x in runs if isinstance(x, dict)]) for t, g in res.items() for r, runs in g.items()]
+    steps = sorted({int(x["steps"]) for *_, runs in rows for x in runs if isinstance(x.get("steps"), (int, float))})
+    dataset = next((r.get("dataset") for r in m.get("table") or [] if isinstance(r, dict) and r.get("dataset")), None)
+    secs = m.get("train_seconds")
+    took = f", in {secs:.0f} s of training and evaluation" if isinstance(secs, (int, float)) and math.isfinite(secs) else ""
+    first = (f"Trained: {', '.join(dict.fromkeys(r for _, r, _ in rows)) or 'nothing'}" + (f" on {dataset}" if dataset else "")
+             + f", {len(m.get('seeds') or [])} seed(s), {sum(len(x) for *_, x in rows)} run(s) of "
+             + ("/".join(f"{s:,}" for s in steps) or "?") + f" steps{took} on {m.get('device', '?')}.")
+    both = [(t, r, x) for t, r, x in rows if x and all(k in x[0] for k in ("recon_error_per_pixel", "mean_image_error_per_pixel", "mig"))]
+    if both:
+        t, r, x = both[0]
+        rec, flat, mig = (_mean(v.get(k) for v in x) for k in ("recon_error_per_pixel", "mean_image_error_per_pixel", "mig"))
+        base = _mean(((refs.get(t) or {}).get(r) or {}).get("mig") or [])
+        gate = (learned.get(t) or {}).get(r) or {}
+        recon = (f"to reconstruct (error {rec:.4f} per pixel; the mean image alone: {flat:.4f})" if rec < flat else
+                 f"not even to reconstruct (error {rec:.4f} per pixel; the mean image alone: {flat:.4f})")
+        untrained = f", the same network untrained {base:.3f}" if math.isfinite(base) else ""
+        mig_s = f"MIG {mig:.3f} on a scale where 1 puts each factor in a latent of its own{untrained}"
+        if gate.get("learned") is True: dis = f"and to disentangle somewhat ({mig_s})"
+        elif gate.get("learned") is False: dis = f"but not clearly to disentangle ({mig_s}; the gates: learning not shown)"
+        else: dis = f"({mig_s}; not judged at this scale)"
+        second = f"Learned: {r} learned {recon} {dis}."
+    else:
+        g = [(r, v.get("learned")) for t in learned.values() for r, v in t.items() if isinstance(v, dict)]
+        yes, no = [r for r, v in g if v is True], [r for r, v in g if v is False]
+        tally = {}
+        for c in m.get("claims") or []: tally[c.get("verdict")] = tally.get(c.get("verdict"), 0) + 1
+        second = ("Learned: " + (f"{len(yes)} of {len(g)} rows passed their paper's \"did it learn\" gates"
+                  + (f"; learning not shown for {', '.join(no)}" if no else "") if g else "no gate checked at this scale")
+                  + "; the claims: " + (", ".join(f"{n} {v}" for v, n in tally.items()) or "none") + ".")
+    o, paper, scale = Path(out).as_posix(), m.get("paper", "NAME"), m.get("scale", "quick")
+    longer = _longer(paper, scale)
+    fig = next((f for f in m.get("figures") or [] if "travers" in f), next(iter(m.get("figures") or []), None))
+    third = (f"Next: open {o}/report.md" + (f" and {o}/{fig}" if fig else "") + "; move the latents of the models shipped "
+             "with the package in nbs/exercises/00_explore_a_latent_space.ipynb (`python3 -m disentbook pretrained` lists them)"
+             + (f"; train longer: `python3 -m disentbook reproduce {paper} --scale {longer}`" + (" (on a GPU)" if longer in ("gpu", "paper") else "")
+                if longer else "")
+             + ".")
+    return [first, second, third]

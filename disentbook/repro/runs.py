@@ -78,7 +78,7 @@ def train_config(cfg: dict, seed: int, device, data=None, progress: bool | None 
 # %% ../../nbs/08f_runs.ipynb #506ddd52
 _DATA_CACHE: dict = {}
 HARNESS_OPTIONS = dict(allow_eager=False, precision="auto",   # options of every reproduction (beside the paper's own);
-                       references="here")                      # 'later': leave the gates' references to `rejudge` (a GPU slot)
+                       references="here")                      # 'later': leave the gates' references to `rejudge` (GPU minutes go to training)
 
 def load_data(paper: Paper, dataset: str, cfg: dict, seed: int, options: dict):
     "The paper's data for `dataset` (cached in this process by dataset, seed when it matters, and data settings)."
