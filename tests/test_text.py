@@ -96,3 +96,16 @@ def test_the_scan_finds_what_it_looks_for():
         assert not PROCESS.search(fine), fine
     assert any("docs/" in w for w, _ in texts()) and any(w.startswith("tools/") for w, _ in texts()) \
         and any(w.endswith("(code)") for w, _ in texts()), "the scan reaches docs/, tools/ and the notebooks' code"
+
+
+def test_the_method_page_is_what_the_judge_says():
+    "docs/verdicts.md, which every report links, is `repro.report.method_page()`: the judge's rule word for word."
+    from disentbook.repro.report import METHOD_PAGE, READING, method_page
+    assert (ROOT / METHOD_PAGE).read_text() == method_page(), \
+        "docs/verdicts.md is stale: run `python3 -c \"from disentbook.repro.report import write_method_page; write_method_page()\"`"
+    assert len(READING) <= 5, "the reading guide of a report: five lines at most"
+    for r in sorted((ROOT / "reports").glob("*/report.md")):
+        text = r.read_text()
+        link = re.search(r"\]\(([^)]*verdicts\.md)\)", text)
+        assert link and (r.parent / link[1]).resolve() == (ROOT / METHOD_PAGE).resolve(), f"{r}: no working link to {METHOD_PAGE}"
+        assert text.index("**How to read this report**") < text.index("| model |"), f"{r}: the reading guide, then the tables"
