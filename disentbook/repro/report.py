@@ -291,14 +291,16 @@ def takeaway(m: dict, out) -> list[str]:
         rec, flat, mig = (_mean(v.get(k) for v in x) for k in ("recon_error_per_pixel", "mean_image_error_per_pixel", "mig"))
         base = _mean(((refs.get(t) or {}).get(r) or {}).get("mig") or [])
         gate = (learned.get(t) or {}).get(r) or {}
-        recon = (f"to reconstruct (error {rec:.4f} per pixel; the mean image alone: {flat:.4f})" if rec < flat else
-                 f"not even to reconstruct (error {rec:.4f} per pixel; the mean image alone: {flat:.4f})")
+        ok = rec < flat
+        recon = (f"learned to reconstruct" if ok else "did not learn to reconstruct") + \
+                f" (error {rec:.4f} per pixel; the mean image alone: {flat:.4f})"
         untrained = f", the same network untrained {base:.3f}" if math.isfinite(base) else ""
         mig_s = f"MIG {mig:.3f} on a scale where 1 puts each factor in a latent of its own{untrained}"
         if gate.get("learned") is True: dis = f"and to disentangle somewhat ({mig_s})"
-        elif gate.get("learned") is False: dis = f"but not clearly to disentangle ({mig_s}; the gates: learning not shown)"
+        elif gate.get("learned") is False: dis = ("but not clearly to disentangle" if ok else "nor clearly to disentangle") + \
+                                                  f" ({mig_s}; the gates: learning not shown)"
         else: dis = f"({mig_s}; not judged at this scale)"
-        second = f"Learned: {r} learned {recon} {dis}."
+        second = f"Learned: {r} {recon} {dis}."
     else:
         g = [(r, v.get("learned")) for t in learned.values() for r, v in t.items() if isinstance(v, dict)]
         yes, no = [r for r, v in g if v is True], [r for r, v in g if v is False]
