@@ -95,8 +95,9 @@ def cmd_reproduce(args):
     if isinstance(report, dict) and report.get("report_path"):
         print(Path(report["report_path"]).read_text())
         if report.get("results"):                                # what trained, what it learned, what next
+            from disentbook.repro.harness import PAPERS
             from disentbook.repro.report import takeaway
-            print("\n".join(takeaway(report, out)))
+            print("\n".join(takeaway(report, out, PAPERS.get(args.name))))
     return 0
 
 def _clear_reproduction(out: Path):

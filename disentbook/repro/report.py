@@ -257,14 +257,13 @@ def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=No
 # %% ../../nbs/08h_report.ipynb #227820b0
 NEXT_SCALE = dict(smoke="quick", quick="cpu", cpu="gpu", gpu="paper")
 
-def _longer(paper: str, scale: str) -> str | None:
-    "The next scale of `paper` after `scale` that this version can run (a `cpu` scale waits for its learning curves)."
-    from disentbook.repro.harness import PAPERS
+def _longer(paper, scale: str) -> str | None:
+    """The next scale after `scale` that this version can run for `paper` (its `Paper` declaration; a `cpu` scale waits
+    for its learning curves); without a declaration, the next scale."""
     s = scale
     while (s := NEXT_SCALE.get(s)):
-        try:
-            if paper not in PAPERS: return s
-            scale_config(PAPERS[paper], s); return s
+        if paper is None: return s
+        try: scale_config(paper, s); return s
         except Exception: continue
     return None
 
@@ -272,10 +271,11 @@ def _mean(xs):
     xs = [float(x) for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
     return sum(xs) / len(xs) if xs else float("nan")
 
-def takeaway(m: dict, out) -> list[str]:
+def takeaway(m: dict, out, paper=None) -> list[str]:
     """Three lines closing a reproduction's output, from its `metrics.json` fields `m` and its folder `out`: what
     trained; what it learned and did not (reconstruction against disentanglement, the numbers averaged over seeds,
-    where the rows have both; otherwise what the "did it learn" gates and the claims say); what to run or open next."""
+    where the rows have both; otherwise what the "did it learn" gates and the claims say); what to run or open next (a longer
+    scale that `paper`, the reproduction's declaration, can run)."""
     res, learned, refs = m.get("results") or {}, m.get("learned") or {}, m.get("references") or {}
     rows = [(t, r, [x for x in runs if isinstance(x, dict)]) for t, g in res.items() for r, runs in g.items()]
     steps = sorted({int(x["steps"]) for *_, runs in rows for x in runs if isinstance(x.get("steps"), (int, float))})
@@ -309,12 +309,12 @@ def takeaway(m: dict, out) -> list[str]:
         second = ("Learned: " + (f"{len(yes)} of {len(g)} rows passed their paper's \"did it learn\" gates"
                   + (f"; learning not shown for {', '.join(no)}" if no else "") if g else "no gate checked at this scale")
                   + "; the claims: " + (", ".join(f"{n} {v}" for v, n in tally.items()) or "none") + ".")
-    o, paper, scale = Path(out).as_posix(), m.get("paper", "NAME"), m.get("scale", "quick")
+    o, name, scale = Path(out).as_posix(), m.get("paper", "NAME"), m.get("scale", "quick")
     longer = _longer(paper, scale)
     fig = next((f for f in m.get("figures") or [] if "travers" in f), next(iter(m.get("figures") or []), None))
     third = (f"Next: open {o}/report.md" + (f" and {o}/{fig}" if fig else "") + "; move the latents of the models shipped "
              "with the package in nbs/exercises/00_explore_a_latent_space.ipynb (`python3 -m disentbook pretrained` lists them)"
-             + (f"; train longer: `python3 -m disentbook reproduce {paper} --scale {longer}`" + (" (on a GPU)" if longer in ("gpu", "paper") else "")
+             + (f"; train longer: `python3 -m disentbook reproduce {name} --scale {longer}`" + (" (on a GPU)" if longer in ("gpu", "paper") else "")
                 if longer else "")
              + ".")
     return [first, second, third]
