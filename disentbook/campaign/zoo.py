@@ -13,8 +13,9 @@ from .ledger import WORK, CampaignError, Clock, write_json_atomic
 # %% auto #0
 __all__ = ['RECIPES', 'SETTINGS', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'CURVE_IMAGES', 'CHECK_IMAGES', 'NUM_POINTS',
            'FVAE', 'CHUNK', 'KL_ACTIVE', 'SHIP_RULE', 'CURVES', 'Recipe', 'recipe', 'dsprites', 'measure', 'curve_file',
-           'run_dir', 'read_curve', 'seed_values', 'step_of', 'train_to', 'losses', 'measure_run', 'horizon',
-           'train_curves', 'measure_along', 'train_seeds', 'shipped_seed', 'curve_figure', 'write_curve_figure']
+           'run_dir', 'read_curve', 'seed_values', 'step_of', 'train_to', 'check_run', 'losses', 'measure_run',
+           'horizon', 'train_curves', 'measure_along', 'train_seeds', 'shipped_seed', 'curve_figure',
+           'write_curve_figure']
 
 # %% ../../nbs/89c_campaign_zoo.ipynb #23519a59
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +140,19 @@ def train_to(root, name: str, seed: int, steps: int, clock: Clock, say=print) ->
         say(f"{time.strftime('%H:%M:%S')} {name} seed {seed}: step {target:,} ({(target - at) / max(dt, 1e-9):.1f} steps/s)")
     return True
 
+def check_run(root, name: str, seed: int) -> None:
+    "Refuse (one line, nothing changed) a run folder of recipe `name`'s seed that holds a run of another recipe, seed or model."
+    run, r = run_dir(root, name, seed), recipe(name)
+    if not (run / "checkpoint" / "config.json").is_file(): return
+    try: info = json.loads((run / "run.json").read_text())
+    except (OSError, ValueError): info = {}
+    got = dict(method=info.get("method"), params=info.get("params"), seed=info.get("seed"),
+               hidden=info.get("model", {}).get("hidden"), latent_dim=info.get("model", {}).get("latent_dim"))
+    want = dict(method=r.method, params=r.params, seed=int(seed), hidden=SETTINGS["hidden"], latent_dim=SETTINGS["latent_dim"])
+    if got != want:
+        raise CampaignError(f"{run} holds a run of another recipe, seed or model ({got}, expected {want}); "
+                            "move it away to go on (nothing was changed)")
+
 def losses(run: Path, steps: int, window: int = 500) -> dict:
     "Mean of each logged loss term over the last `window` steps up to `steps` (history.csv)."
     import pandas as pd
@@ -163,8 +177,9 @@ def measure_run(root, name: str, seed: int, steps: int) -> dict:
     return row
 
 # %% ../../nbs/89c_campaign_zoo.ipynb #9b968a57
-def horizon(curve: dict, grid=GRID, rule: LengthRule = RULE) -> int | None:
-    "The length the curve seeds train to now; None when the curves are done."
+def horizon(curve: dict, grid=None, rule: LengthRule | None = None) -> int | None:
+    "The length the curve seeds train to now (default `GRID` and `RULE`); None when the curves are done."
+    grid, rule = grid or GRID, rule or RULE
     vals = seed_values(curve)
     first = min(L for L in grid if L >= rule.min_stop) if rule.min_stop <= max(grid) else max(grid)
     reached = max((max(v) for v in vals.values()), default=0)
@@ -175,10 +190,11 @@ def horizon(curve: dict, grid=GRID, rule: LengthRule = RULE) -> int | None:
     want = 2 * H if ch.rising else rule.factor * ch.steps
     return next((L for L in sorted(grid) if L >= want and L > H), max(grid))
 
-def train_curves(root, name: str, clock: Clock, grid=GRID, rule: LengthRule = RULE, say=print) -> bool:
+def train_curves(root, name: str, clock: Clock, grid=None, rule: LengthRule | None = None, say=print) -> bool:
     """Recipe `name`'s curves over `CURVE_SEEDS`, one seed at a time, each trained to the current `horizon` and measured
     at every grid length on the way, until the rule says they are done (the choice is then written into the curve
-    record). False when the budget ran out first; resumes where any earlier call stopped."""
+    record). False when the budget ran out first; resumes where any earlier call stopped. Default `GRID` and `RULE`."""
+    grid, rule = grid or GRID, rule or RULE
     while (H := horizon(curve := read_curve(root, name), grid, rule)) is not None:
         for seed in CURVE_SEEDS:
             if not measure_along(root, name, seed, [L for L in grid if L <= H], clock, say): return False
@@ -195,6 +211,7 @@ def measure_along(root, name: str, seed: int, lengths, clock: Clock, say=print) 
     for L in sorted(lengths):
         curve = read_curve(root, name)
         if any(r["steps"] == L for r in curve["seeds"].get(str(seed), [])): continue
+        check_run(root, name, seed)
         if step_of(run_dir(root, name, seed)) > L:       # a run past a length it never measured: start it again
             shutil.rmtree(run_dir(root, name, seed))
         if not train_to(root, name, seed, L, clock, say): return False
@@ -208,8 +225,9 @@ def measure_along(root, name: str, seed: int, lengths, clock: Clock, say=print) 
     return True
 
 # %% ../../nbs/89c_campaign_zoo.ipynb #fb829ac7
-def train_seeds(root, name: str, clock: Clock, grid=GRID, say=print) -> bool:
-    "Seeds `MORE_SEEDS` of a recipe whose curves are done, to the chosen length; False when the budget ran out."
+def train_seeds(root, name: str, clock: Clock, grid=None, say=print) -> bool:
+    "Seeds `MORE_SEEDS` of a recipe whose curves are done, to the chosen length (measured along `grid`, default `GRID`); False when the budget ran out."
+    grid = grid or GRID
     L = read_curve(root, name).get("choice", {}).get("steps")
     if L is None: raise CampaignError(f"{name}: its curves have not chosen a length yet")
     return all(measure_along(root, name, s, [g for g in grid if g <= L] or [L], clock, say) for s in MORE_SEEDS)
@@ -226,7 +244,7 @@ def shipped_seed(curve: dict) -> tuple[int, dict]:
     return best, dict(steps=L, rule=SHIP_RULE, seeds={s: dict(mig=at[s]["mig"], check_mig=at[s]["check/mig"]) for s in sorted(at)},
                       check_mean=float(check.mean()), check_std=float(check.std(ddof=1)), shipped=best)
 
-# %% ../../nbs/89c_campaign_zoo.ipynb #53114b63
+# %% ../../nbs/89c_campaign_zoo.ipynb #f2c0896f
 def curve_figure(curve: dict):
     "MIG along the run: each seed, the mean ± standard error over seeds at lengths all of them measured, the chosen length."
     import matplotlib
