@@ -7,39 +7,56 @@ from pathlib import Path
 
 from .curves import read_curve, train_curves, train_seeds
 from .ledger import LEDGER, WORK, CampaignError, Clock, machine, parse_budget, read_ledger, write_stage
-from . import zoo
+from . import papers, zoo
 
 # %% auto #0
-__all__ = ['CARRY_BUDGET', 'CARRY_MIN_SECONDS', 'stages', 'progress', 'run_stage', 'run_next', 'carried_paths', 'carry',
-           'add_arguments', 'pause_file', 'run', 'main']
+__all__ = ['CARRY_BUDGET', 'CARRY_MIN_SECONDS', 'ORDER', 'stages', 'subjects', 'progress', 'run_stage', 'run_next',
+           'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
 CARRY_BUDGET = 10_000_000     # bytes of checkpoints a checkout carries in all
 CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is trained again rather than carried
 
+# the declared order: the zoo recipe begun first, the paper whose headline length must be measured again (its recipe
+# changed), the other zoo recipes, then the other papers' headline curves over seeds
+ORDER = ("zoo-beta_tcvae", "curves-contrastive-seeds", *(f"zoo-{n}" for n in zoo.RECIPES if n != "beta_tcvae"),
+         *(f"curves-{p}-seeds" for p in papers.METRICS if p != "contrastive"))
+
 def stages() -> dict:
-    "{stage: (what it runs, function(root, clock, say) -> 'ok' | 'partial')}, in the declared order."
+    "{stage: (what it runs, function(root, clock, say) -> 'ok' | 'partial')}, in the declared order (`ORDER`)."
     out = {}
     for name, r in zoo.RECIPES.items():
         what = (f"dSprites zoo: {name} ({r.method}, {', '.join(f'{k} = {v:g}' for k, v in r.params.items())}): curves over "
                 f"seeds {', '.join(map(str, zoo.CURVE_SEEDS))} until the length rule holds, then seeds "
                 f"{', '.join(map(str, zoo.MORE_SEEDS))} to that length")
         out[f"zoo-{name}"] = (what, (lambda n: lambda root, clock, say: _zoo_stage(root, n, clock, say))(name))
-    return out
+    for p, (key, sign, grid, _, _) in papers.METRICS.items():
+        what = (f"{p}'s headline rows, curves over seeds {', '.join(map(str, papers.CURVE_SEEDS))} of {key} "
+                f"({'higher' if sign > 0 else 'lower'} is better) until the length rule holds; the cpu scale's length")
+        out[f"curves-{p}-seeds"] = (what, (lambda q: lambda root, clock, say: papers.stage_curves(root, q, clock, say))(p))
+    return {s: out[s] for s in ORDER}
 
 def _zoo_stage(root, name: str, clock: Clock, say) -> str:
     z = zoo.ZooRecipe(name)
     if not train_curves(root, z, clock, say=say): return "partial"
     return "ok" if train_seeds(root, z, clock, say=say) else "partial"
 
+def subjects(stage: str) -> list:
+    "The curve subjects a stage follows."
+    if stage.startswith("zoo-"): return [zoo.ZooRecipe(stage[4:])]
+    p = stage[len("curves-"):-len("-seeds")]
+    return [papers.PaperRow(p, s) for s in papers.headline(p)[1]]
+
 def progress(root, stage: str) -> str:
     "A few words on how far a stage is (its curve seeds and lengths, the chosen length)."
-    if not stage.startswith("zoo-"): return ""
-    c = read_curve(root, zoo.ZooRecipe(stage[4:]))
-    if not c["seeds"]: return "no run yet"
-    at = ", ".join(f"seed {s} {max(r['steps'] for r in rows):,}" for s, rows in sorted(c["seeds"].items()) if rows)
-    ch = c.get("choice")
-    return at + (f"; length {ch['steps']:,}" if ch else "")
+    subs, out = subjects(stage), []
+    for subj in subs:
+        c = read_curve(root, subj)
+        if not c["seeds"]: continue
+        at = "/".join(f"{max(r['steps'] for r in rows) // 1000}k" for s, rows in sorted(c["seeds"].items()) if rows)
+        ch = c.get("choice")
+        out.append((f"{subj.slug} " if len(subs) > 1 else "") + f"seeds at {at}" + (f", length {ch['steps']:,}" if ch else ""))
+    return "; ".join(out) or "no run yet"
 
 # %% ../../nbs/89f_campaign_stages.ipynb #0546f521
 def run_stage(root, stage: str, clock: Clock, say=print) -> str:
@@ -85,16 +102,16 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
     root = Path(root)
     led = read_ledger(root / LEDGER)["stages"]
     keep, live = [], []
-    for name in zoo.RECIPES:
-        z = zoo.ZooRecipe(name)
-        f = z.curve_file(root)
-        keep += [p for p in (f, f.with_suffix(".png")) if p.is_file()]
-        if led.get(f"zoo-{name}", {}).get("status") == "ok": continue
-        rows = read_curve(root, z)["seeds"]
-        for seed in (*z.curve_seeds, *z.more_seeds):
-            files, secs = _checkpoint_files(z.run_dir(root, seed) / "checkpoint")
-            measured = max((r["steps"] for r in rows.get(str(seed), [])), default=0)
-            if files and secs >= CARRY_MIN_SECONDS and z.step_of(root, seed) > measured: live.append((secs, files))
+    for stage in stages():
+        for z in subjects(stage):
+            f = z.curve_file(root)
+            keep += [p for p in (f, f.with_suffix(".png")) if p.is_file()]
+            if led.get(stage, {}).get("status") == "ok": continue
+            rows = read_curve(root, z)["seeds"]
+            for seed in (*z.curve_seeds, *z.more_seeds):
+                files, secs = _checkpoint_files(z.run_dir(root, seed) / "checkpoint")
+                measured = max((r["steps"] for r in rows.get(str(seed), [])), default=0)
+                if files and secs >= CARRY_MIN_SECONDS and z.step_of(root, seed) > measured: live.append((secs, files))
     left, total = [], 0
     for secs, files in sorted(live, key=lambda t: -t[0]):
         size = sum(p.stat().st_size for p in files)
@@ -111,7 +128,7 @@ def carry(root) -> tuple[list[str], list[str], list[Path]]:
         return r.stdout
     keep, left = carried_paths(root)
     now = {p.relative_to(root).as_posix() for p in keep}
-    tracked = {p for p in git("ls-files", "-z", "--", (WORK / "zoo").as_posix()).split("\0") if p}
+    tracked = {p for p in git("ls-files", "-z", "--", (WORK / "zoo").as_posix(), (WORK / "papers").as_posix()).split("\0") if p}
     old = sorted(tracked - now)
     if old: git("rm", "-q", "--cached", "--", *old)
     if now: git("add", "-f", "--", *sorted(now))
@@ -150,7 +167,7 @@ def run(a, say=print) -> int:
     if a.list:
         for s, (what, _) in stages().items():
             st = led.get(s, {}).get("status", "not started")
-            say(f"{s:18s} {st:12s} {progress(root, s):34s} {what}")
+            say(f"{s:26s} {st:12s} {progress(root, s):30s} {what}")
         return 0
     clock = Clock(parse_budget(a.budget), pause_file(root), say)
     if threading.current_thread() is threading.main_thread():    # a job limit's kill: recorded as partial

@@ -20,8 +20,8 @@ from .declare import PAPERS, Paper
 
 # %% auto #0
 __all__ = ['HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'train_data', 'data_size', 'default_model', 'objective_params',
-           'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'train_run',
-           'train_group', 'group_jobs', 'train_ensembles']
+           'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'build_trainer',
+           'train_run', 'train_group', 'group_jobs', 'train_ensembles']
 
 # %% ../../nbs/08f_runs.ipynb #f9557783
 def train_data(data):
@@ -115,23 +115,32 @@ def _precision(job: dict) -> str:
     "The precision a job asks for (`-o precision=auto|fp32|bf16`)."
     return str(job.get("options", {}).get("precision") or "auto")
 
-def train_run(job: dict) -> dict:
-    """Train (or reload, or resume) and evaluate one run in the eager `Trainer`. `job`: dict(paper, dataset, spec, seed,
-    cfg, root, device, options); returns the metrics (plus train_seconds, eval_seconds, steps, mode and the last logged
-    training terms)."""
+def build_trainer(job: dict, steps: int | None = None, ckpt_every: int | None = None) -> tuple:
+    """(trainer, data, cfg) of one run: its data, model (seeded first), objective and sampler, and a `Trainer` writing to
+    the run's `train/` folder (or `job['out']`), resumed from its checkpoint when there is one. `steps` and `ckpt_every`
+    override the scale's (a learning curve trains one run to several lengths). The one place a reproduction run is built."""
     paper, spec, seed = PAPERS[job["paper"]], job["spec"], int(job["seed"])
-    out = run_dir(job["root"], job["dataset"], spec, seed)
-    ckpt = out / "train" / "checkpoint"
-    cached = _pending(job)                                                # a finished run with these settings
-    if cached is not None: return cached
-    cfg, dev = run_cfg(job["cfg"], spec, job["dataset"]), torch.device(job.get("device") or "cpu")
+    out = Path(job["out"]) if job.get("out") else run_dir(job["root"], job["dataset"], spec, seed) / "train"
+    cfg = run_cfg(job["cfg"], spec, job["dataset"])
+    over = {**({"steps": int(steps)} if steps is not None else {}), **({"ckpt_every": int(ckpt_every)} if ckpt_every else {})}
+    if over: cfg = dict(cfg, train={**cfg["train"], **over})
+    dev = torch.device(job.get("device") or "cpu")
     data = load_data(paper, job["dataset"], cfg, seed, job.get("options", {}))
     seed_everything(seed)                                                 # before the model is built
     model = (paper.model or default_model)(spec, data, cfg).to(dev)
     objective = build_objective(spec, data, model, cfg)
     sampler = _sampler_fn(paper, data)(dev)
-    trainer = Trainer(model, objective, sampler, train_config(cfg, seed, dev, data, job.get("progress"), _precision(job)), out_dir=out / "train")
-    if ckpt.exists(): trainer.load(ckpt)                                  # exact resume of a cut-short run
+    trainer = Trainer(model, objective, sampler, train_config(cfg, seed, dev, data, job.get("progress"), _precision(job)), out_dir=out)
+    if (out / "checkpoint").exists(): trainer.load(out / "checkpoint")   # exact resume of a cut-short run
+    return trainer, data, cfg
+
+def train_run(job: dict) -> dict:
+    """Train (or reload, or resume) and evaluate one run in the eager `Trainer`. `job`: dict(paper, dataset, spec, seed,
+    cfg, root, device, options); returns the metrics (plus train_seconds, eval_seconds, steps, mode and the last logged
+    training terms)."""
+    cached = _pending(job)                                                # a finished run with these settings
+    if cached is not None: return cached
+    trainer, data, cfg = build_trainer(job)
     t0 = active_time(); trainer.fit(); train_s = active_time() - t0
     mode = dict(mode="eager", members=1, why=job.get("why") or "runner 'local' (or 'ray'): the Trainer, one run at a time",
                 precision=trainer.precision, precision_reason=trainer.precision_reason, threads=torch.get_num_threads())
