@@ -93,7 +93,8 @@ class PaperRow(Subject):
         finally: torch.set_rng_state(rng)
         row = {k: float(v) for k, v in m.items() if isinstance(v, (int, float)) and np.isfinite(v)}
         if self.key not in row: raise CampaignError(f"{self.name}: the evaluation gave no finite {self.key!r}")
-        return dict(row, seconds_eval=round(time.monotonic() - t0, 1), precision=trainer.precision,
+        from disentbook.core import cpu_name
+        return dict(row, seconds_eval=round(time.monotonic() - t0, 1), precision=trainer.precision, machine=cpu_name(),
                     train_seconds=round(float(trainer.elapsed() or float("nan")), 1))
 
 # %% ../../nbs/89e_campaign_papers.ipynb #e301dc80

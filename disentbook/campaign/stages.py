@@ -10,7 +10,7 @@ from .ledger import LEDGER, WORK, CampaignError, Clock, machine, parse_budget, r
 from . import papers, zoo
 
 # %% auto #0
-__all__ = ['CARRY_BUDGET', 'CARRY_MIN_SECONDS', 'ORDER', 'stages', 'subjects', 'progress', 'run_stage', 'run_next',
+__all__ = ['CARRY_BUDGET', 'CARRY_MIN_SECONDS', 'ORDER', 'stages', 'shipped_dir', 'subjects', 'progress', 'run_stage', 'run_next',
            'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
@@ -20,7 +20,7 @@ CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is 
 # the declared order: the zoo recipe begun first, the paper whose headline length must be measured again (its recipe
 # changed), the other zoo recipes, then the other papers' headline curves over seeds
 ORDER = ("zoo-beta_tcvae", "curves-contrastive-seeds", *(f"zoo-{n}" for n in zoo.RECIPES if n != "beta_tcvae"),
-         *(f"curves-{p}-seeds" for p in papers.METRICS if p != "contrastive"))
+         *(f"curves-{p}-seeds" for p in papers.METRICS if p != "contrastive"), "zoo-models")
 
 def stages() -> dict:
     "{stage: (what it runs, function(root, clock, say) -> 'ok' | 'partial')}, in the declared order (`ORDER`)."
@@ -34,7 +34,26 @@ def stages() -> dict:
         what = (f"{p}'s headline rows, curves over seeds {', '.join(map(str, papers.CURVE_SEEDS))} of {key} "
                 f"({'higher' if sign > 0 else 'lower'} is better) until the length rule holds; the cpu scale's length")
         out[f"curves-{p}-seeds"] = (what, (lambda q: lambda root, clock, say: papers.stage_curves(root, q, clock, say))(p))
+    out["zoo-models"] = ("the zoo recipes whose stage is done, shipped into the package (campaign.models.ship): the seed the "
+                         "declared rule names, fp16 weights, card with every seed's MIG on images that chose nothing, "
+                         "figures", _models_stage)
     return {s: out[s] for s in ORDER}
+
+def shipped_dir(root) -> Path:
+    "Where shipped models go: the checkout's `disentbook/assets/pretrained` when `root` is one, else the installed package's."
+    from disentbook.classroom.pretrained import PRETRAINED_DIR
+    here = Path(root) / "disentbook" / "assets" / "pretrained"
+    return here if here.is_dir() else PRETRAINED_DIR
+
+def _models_stage(root, clock: Clock, say) -> str:
+    from disentbook.campaign import models
+    led, dest = read_ledger(Path(root) / LEDGER)["stages"], shipped_dir(root)
+    done = [n for n in zoo.RECIPES if led.get(f"zoo-{n}", {}).get("status") == "ok"]
+    for n in done:
+        if models.shipped_from_zoo(n, dest): continue
+        clock.wait_while_paused()
+        models.ship(root, n, dest, say)
+    return "ok" if len(done) == len(zoo.RECIPES) else "partial"
 
 def _zoo_stage(root, name: str, clock: Clock, say) -> str:
     z = zoo.ZooRecipe(name)
@@ -43,6 +62,7 @@ def _zoo_stage(root, name: str, clock: Clock, say) -> str:
 
 def subjects(stage: str) -> list:
     "The curve subjects a stage follows."
+    if stage == "zoo-models": return []
     if stage.startswith("zoo-"): return [zoo.ZooRecipe(stage[4:])]
     p = stage[len("curves-"):-len("-seeds")]
     return [papers.PaperRow(p, s) for s in papers.headline(p)[1]]
@@ -56,7 +76,7 @@ def progress(root, stage: str) -> str:
         at = "/".join(f"{max(r['steps'] for r in rows) // 1000}k" for s, rows in sorted(c["seeds"].items()) if rows)
         ch = c.get("choice")
         out.append((f"{subj.slug} " if len(subs) > 1 else "") + f"seeds at {at}" + (f", length {ch['steps']:,}" if ch else ""))
-    return "; ".join(out) or "no run yet"
+    return "; ".join(out) or ("no run yet" if subs else "")
 
 # %% ../../nbs/89f_campaign_stages.ipynb #0546f521
 def run_stage(root, stage: str, clock: Clock, say=print) -> str:

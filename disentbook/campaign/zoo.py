@@ -141,6 +141,7 @@ class ZooRecipe(Subject):
     def measure(self, root, seed: int, steps: int) -> dict:
         "The run at `steps` measured on both image sets, its loss terms, training seconds and precision; its weights kept."
         from disentbook.checkpoints import load_model, read_checkpoint_config
+        from disentbook.core import cpu_name
         run = self.run_dir(root, seed)
         cfg = read_checkpoint_config(run / "checkpoint")
         if cfg["step"] != steps: raise CampaignError(f"{run} is at step {cfg['step']:,}, not {steps:,}")
@@ -150,7 +151,7 @@ class ZooRecipe(Subject):
         row = dict(steps=int(steps), **a, **{f"check/{k}": v for k, v in b.items() if not k.startswith("kl/")}, **losses(run, steps))
         row.update(seconds_eval=round(time.monotonic() - t0, 1),
                    train_seconds=round(float(cfg.get("train_seconds") or float("nan")), 1),
-                   precision=json.loads((run / "run.json").read_text()).get("precision"))
+                   precision=json.loads((run / "run.json").read_text()).get("precision"), machine=cpu_name())
         keep = run / "kept" / f"step_{steps}"              # the weights at every measured length (packaging reads them)
         shutil.rmtree(keep, ignore_errors=True); shutil.copytree(run / "checkpoint", keep)
         return row
