@@ -48,6 +48,15 @@ def test_a_stage_killed_mid_run_resumes_bit_exactly(tmp_path):
     assert 10 <= at_kill < 30, at_kill
     led = json.loads((killed / "benchmarks" / "campaign.json").read_text())["stages"]["zoo-beta_vae_b4"]
     assert led["status"] == "running"                       # a kill leaves the stage marked as entered, not done
+    # what --carry would put in git's index: the live run's checkpoint (config and state file) within the budget
+    import disentbook.campaign.stages as S
+    old = S.CARRY_MIN_SECONDS; S.CARRY_MIN_SECONDS = 0.0
+    try:
+        keep, left = S.carried_paths(killed)
+        assert {p.name for p in keep if p.parent.name == "checkpoint"} >= {"config.json"} and not left, (keep, left)
+        keep, left = S.carried_paths(killed, budget=1)
+        assert not any(p.parent.name == "checkpoint" for p in keep) and left == [run / "checkpoint"]
+    finally: S.CARRY_MIN_SECONDS = old
     r = campaign(killed, "--stage", "zoo-beta_vae_b4", "--budget", "10m")
     assert r.returncode == 0, r.stderr[-2000:]
     steps = [int(s.replace(",", "")) for s in __import__("re").findall(r"seed 0: step ([\d,]+)", r.stdout)]
