@@ -41,47 +41,11 @@ CHECK_SEED = 2027
 
 
 # ---------------------------------------------------------------- measurement along a run
-_DATA = {}
-def _dsprites():
-    if "d" not in _DATA:
-        from disentbook.data.dsprites import DSprites
-        _DATA["d"] = DSprites()
-    return _DATA["d"]
-
-
 def measure_dsprites(model, num_points: int | None = None, seed: int | None = None) -> dict:
-    """A dSprites model's disentanglement on `num_points` fresh images (factors drawn by `seed`, the same images at every
-    length): MIG with each factor's best latent and normalised gap, the FactorVAE score, the mean KL of each latent and
-    the number of active latents (KL above `KL_ACTIVE`)."""
-    import torch
-    from disentbook.core import to_float_images
-    from disentbook.eval.metrics import discretize, entropy, mutual_info
-    from disentbook.eval.scores import factor_vae_score, make_represent
-    num_points, seed = num_points or EVAL["num_points"], EVAL["seed"] if seed is None else seed
-    data, rng = _dsprites(), np.random.default_rng(seed)
-    factors = data.sample_factors(num_points, rng)
-    images = data.sample_observations_from_factors(factors, rng)
-    model = model.eval()
-    mus, kls = [], []
-    with torch.no_grad():
-        for i in range(0, num_points, 1000):
-            mu, lv = model.encode(to_float_images(images[i:i + 1000]))
-            mus.append(mu.float()); kls.append(0.5 * (mu.float() ** 2 + lv.float().exp() - 1 - lv.float()))
-    codes, kl = torch.cat(mus).numpy().astype(np.float64), torch.cat(kls).mean(0).numpy()
-    f = factors.numpy()
-    keep = [k for k, n in enumerate(data.factor_sizes) if n > 1]
-    mi, h = mutual_info(discretize(codes), f[:, keep]), entropy(f[:, keep])
-    row = {}
-    gaps = []
-    for j, k in enumerate(keep):
-        order = np.argsort(mi[:, j])[::-1]
-        gap = float((mi[order[0], j] - mi[order[1], j]) / h[j]); gaps.append(gap)
-        row[f"gap/{data.factor_names[k]}"] = gap; row[f"latent/{data.factor_names[k]}"] = int(order[0])
-    row["mig"] = float(np.mean(gaps))
-    row["factor_vae"] = float(factor_vae_score(data, make_represent(model), seed=seed, **EVAL["fvae"])[1])   # eval accuracy
-    row["active"] = int((kl > KL_ACTIVE).sum())
-    row.update({f"kl/{i}": float(v) for i, v in enumerate(kl)})
-    return row
+    """A dSprites model's disentanglement on `num_points` fresh images (factors drawn by `seed`): the package's
+    `disentbook.campaign.zoo.measure` (MIG with each factor's best latent and gap, FactorVAE score, KL per latent)."""
+    from disentbook.campaign.zoo import measure
+    return measure(model, EVAL["seed"] if seed is None else seed, num_points or EVAL["num_points"], EVAL["fvae"])
 
 
 # ---------------------------------------------------------------- the curves stage
@@ -256,26 +220,9 @@ def lengths_file() -> Path: return C.CURVES / "lengths.json"   # each recipe's c
 
 
 def traversal_figure_by_factor(model, row: dict, title: str, n_steps: int = 9, span: float = 2.5):
-    """Rows: for each dSprites factor, the latent that carries most information about it (`latent/NAME` of a curve row)
-    traversed from -span to span on one fresh image; labelled with the factor and its normalised gap."""
-    import torch
-    from disentbook.eval.viz import image_grid, traversal_images
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    facs = ["shape", "scale", "orientation", "posX", "posY"]
-    dims = [int(row[f"latent/{f}"]) for f in facs]
-    x0, _ = _dsprites().sample(1, np.random.default_rng(7))
-    from disentbook.core import to_float_images
-    with torch.no_grad(): imgs = traversal_images(model.eval(), to_float_images(x0), dims, torch.linspace(-span, span, n_steps))
-    fig, ax = plt.subplots(figsize=(n_steps * 0.75 + 2.6, len(dims) * 0.8 + 0.5))
-    ax.imshow(image_grid(imgs, nrow=n_steps), cmap="gray" if imgs.shape[1] == 1 else None)
-    h = imgs.shape[-1] + 1
-    ax.set_yticks([h * (i + 0.5) for i in range(len(dims))])
-    ax.set_yticklabels([f"{f}: latent {d} (gap {row[f'gap/{f}']:.2f})" for f, d in zip(facs, dims)], fontsize=8)
-    ax.set_xticks([]); ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    return fig
+    "Each factor's most informative latent traversed on one fresh image: `disentbook.campaign.models.traversal_figure`."
+    from disentbook.campaign.models import traversal_figure
+    return traversal_figure(model, row, title, n_steps, span)
 
 
 def stage_models(clock: C.Clock, names=None) -> str:
