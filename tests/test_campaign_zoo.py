@@ -79,3 +79,17 @@ def test_a_stage_killed_mid_run_resumes_bit_exactly(tmp_path):
     r = campaign(straight, "--stage", "zoo-beta_vae_b1", "--budget", "10m")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "another recipe" in r.stderr, r.stderr[-2000:]
     assert digest() == before
+
+
+def test_the_documented_commands_run_as_written(tmp_path):
+    "docs/long-runs.md's `python3 -m disentbook campaign --list`, `--pause`, `--go-on` in a checkout, and a bad stage."
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "disentbook", "campaign", *a], cwd=tmp_path, capture_output=True,
+                                    text=True, env=env, timeout=120)
+    r = run("--list")
+    assert r.returncode == 0 and "zoo-beta_tcvae" in r.stdout and "curves-contrastive-seeds" in r.stdout, r.stderr
+    assert run("--pause").returncode == 0 and (tmp_path / "results" / "campaign" / "PAUSE").is_file()
+    assert run("--go-on").returncode == 0 and not (tmp_path / "results" / "campaign" / "PAUSE").exists()
+    r = run("--stage", "zoo-nope")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown stage" in r.stderr
+    assert "python3 -m disentbook campaign --list" in (ROOT / "docs" / "long-runs.md").read_text()
