@@ -13,7 +13,7 @@ from .claims import SCALE_ORDER
 
 # %% auto #0
 __all__ = ['PAPERS', 'CURVE', 'CURVE_LENGTHS', 'Metric', 'Table', 'Paper', 'register_paper', 'curve_lengths_path',
-           'curve_lengths', 'cpu_scale', 'scale_config']
+           'curve_lengths', 'cpu_scale', 'scale_config', 'scale_seeds']
 
 # %% ../../nbs/08e_declare.ipynb #db32924d
 @dataclasses.dataclass
@@ -97,6 +97,8 @@ class Paper:
     pixels: Callable | None = None              # fn(data, cfg, seed) -> {metric: value}: the paper's metrics on the raw pixels
     sensitivity: tuple = ()                     # options that change what is measured (a test palette): a report with one
                                                 # off its default is a sensitivity of the package's own, not its scale's column
+    configure: Callable | None = None           # fn(cfg, scale, options) -> cfg: the scale config under the paper's options
+                                                # (a sensitivity that trains a former recipe, e.g. another likelihood)
 
 from ..core import REPRO_MODULES
 PAPERS = Registry("paper", REPRO_MODULES)
@@ -128,12 +130,16 @@ def cpu_scale(quick: dict, table: str, rows: tuple, seeds: int = 5) -> dict:
     five (noncentral t), so with three most rows that learned would leave their claims untested."""
     return {**quick, "seeds": seeds, "train": {**quick["train"], "steps": CURVE}, "only": dict(table=table, rows=list(rows))}
 
-def scale_config(paper: Paper, scale: str) -> dict:
+def scale_config(paper: Paper, scale: str, options: dict | None = None) -> dict:
     """A deep, JSON-able copy of `paper`'s config at `scale`, checked for the keys the harness reads; a length left to the
-    learning curves (`CURVE`) becomes the one they chose (`curve_lengths`), a one-line error while none is measured."""
+    learning curves (`CURVE`) becomes the one they chose (`curve_lengths`), a one-line error while none is measured.
+    `options`: the reproduction's options, which the paper's `configure` reads (a sensitivity's recipe); a scale that
+    declares its own `length` (dict(steps, planned, why): e.g. the paper's stated length) keeps it at `gpu`."""
     if scale not in paper.scales:
         raise InputError(f"scale must be one of {', '.join(s for s in SCALE_ORDER if s in paper.scales)}, got {scale!r}")
     cfg = json.loads(json.dumps(paper.scales[scale]))
+    if paper.configure is not None:
+        cfg = json.loads(json.dumps(paper.configure(cfg, scale, {**paper.options, **(options or {})})))
     if cfg.get("train", {}).get("steps") == CURVE:
         got = curve_lengths(paper.name)
         if not got or not isinstance(got.get("steps"), int):
@@ -141,7 +147,7 @@ def scale_config(paper: Paper, scale: str) -> dict:
                              f"package has not measured yet (in a source checkout: tools/campaign.py --stage curves-{paper.name})")
         cfg["train"]["steps"] = got["steps"]
     got = curve_lengths(paper.name) if scale == "gpu" and "quick" in paper.scales else None
-    if got and isinstance(got.get("steps"), int) and "steps" in cfg["train"]:
+    if got and isinstance(got.get("steps"), int) and "steps" in cfg["train"] and "length" not in cfg:
         # the gpu scale trains as many images as the curves (measured at quick's batch size) chose, whatever its budget
         qb, gb = int(paper.scales["quick"]["train"]["batch_size"]), int(cfg["train"]["batch_size"])
         steps = -(-got["steps"] * qb // gb)
@@ -152,4 +158,12 @@ def scale_config(paper: Paper, scale: str) -> dict:
     missing = [k for k in ("seeds", "train") if k not in cfg] + [k for k in ("batch_size", "log_every") if k not in cfg.get("train", {})]
     if missing: raise InputError(f"{paper.name} scale {scale!r} lacks {', '.join(missing)}")
     if int(cfg["seeds"]) < 1: raise InputError(f"{paper.name} scale {scale!r}: seeds must be >= 1, got {cfg['seeds']}")
+    if int(cfg.get("first_seed", 0)) < 0: raise InputError(f"{paper.name} scale {scale!r}: first_seed must be >= 0, got {cfg['first_seed']}")
     return cfg
+
+def scale_seeds(cfg: dict, seed: int = 0) -> list[int]:
+    """The seeds a scale config trains: `cfg['seeds']` of them from its declared `first_seed` (default 0) plus `seed`
+    (the call's offset, `--seed`). A scale declares `first_seed` when a new report must train seeds an older one did not:
+    adding seeds to ones already judged would be optional stopping."""
+    first = int(cfg.get("first_seed", 0)) + int(seed)
+    return [first + i for i in range(int(cfg["seeds"]))]

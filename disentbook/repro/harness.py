@@ -77,14 +77,14 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
     """Run `paper`'s reproduction at `scale` into `out_dir`; returns the metrics dict with `report_path`. `runner`:
     'local', 'ray', 'ensemble' or 'auto'; default 'ensemble' at the `gpu` scale on CUDA, else 'local'. `allow_eager`:
     at the `gpu` scale on CUDA, let the ensemble runner train eagerly what it cannot capture (else an error)."""
-    cfg = scale_config(paper, scale)
     unknown = sorted(set(options) - set(paper.options) - set(HARNESS_OPTIONS))
     if unknown: raise InputError(f"reproduction {paper.name!r} has no option {', '.join(unknown)}; it accepts: "
                                  f"{', '.join(['overwrite', 'resume', 'runner', 'ray_address', *HARNESS_OPTIONS, *paper.options])}")
+    cfg = scale_config(paper, scale, options)
     out, dev = Path(out_dir or f"results/{paper.name}-{scale}"), default_device(device)
     if runner is None: runner = "ensemble" if scale == "gpu" and dev.type == "cuda" else "local"
     if runner not in RUNNERS: raise InputError(f"runner: expected one of {RUNNERS}, got {runner!r}")
-    opts, seeds = _options(paper, scale, options), [int(seed) + i for i in range(int(cfg["seeds"]))]
+    opts, seeds = _options(paper, scale, options), scale_seeds(cfg, seed)
     if opts["references"] not in ("here", "later"):
         raise InputError(f"references: expected 'here' (measure the gates' references now) or 'later' (leave them to "
                          f"--rejudge), got {opts['references']!r}")
@@ -112,13 +112,12 @@ def finish_from_runs(paper: Paper, out_dir, scale: str, seed: int = 0, device_na
     evaluations, the figures that call drew kept; nothing trains. The untrained-network references are measured here, on
     the CPU. `device_name`: what trained the runs, for the report; `notes`: lines the report and a later re-judge keep.
     A run without a finished evaluation is a one-line error: resume the reproduction instead."""
-    out, cfg = Path(out_dir), scale_config(paper, scale)
+    out, cfg = Path(out_dir), scale_config(paper, scale, options)
     if (out / "metrics.json").exists(): raise InputError(f"{out} holds a finished report: re-judge it (--rejudge) instead")
     if not (out / "runs").is_dir(): raise InputError(f"{out} holds no runs/ folder: nothing to collect")
     prepare_out(out, resume=True)
     try:
-        ctx = Context(paper, scale, cfg, out, torch.device("cpu"), _options(paper, scale, options),
-                      [int(seed) + i for i in range(int(cfg["seeds"]))])
+        ctx = Context(paper, scale, cfg, out, torch.device("cpu"), _options(paper, scale, options), scale_seeds(cfg, seed))
         jobs, where = _jobs(paper, ctx, cfg, out, ctx.device)
         saved = [run_dir(out, j["dataset"], j["spec"], int(j["seed"])) / "eval.json" for j in jobs]
         evals = [json.loads(f.read_text()) if f.exists() else {} for f in saved]

@@ -143,13 +143,13 @@ def paper_jobs(name: str, scale: str = "gpu", seed: int = 0, device: str = "cuda
     "(paper, jobs, skipped) of reproduction `name` at `scale`: the runs `reproduce` would train (nothing is trained)."
     if name not in H.PAPERS: raise InputError(f"no reproduction {name!r}; known: {', '.join(sorted(H.PAPERS))}")
     paper = H.PAPERS[name]
-    cfg = H.scale_config(paper, scale)
     options = dict(options or {})
     unknown = sorted(set(options) - set(paper.options) - {"overwrite", "resume", "runner", "ray_address", "allow_eager"})
     if unknown: raise InputError(f"reproduction {name!r} has no option {', '.join(unknown)}; it accepts: "
                                  f"{', '.join(['overwrite', 'resume', 'runner', 'ray_address', *paper.options])}")
     opts = {**paper.options, **{k: v for k, v in options.items() if k in paper.options}, "scale": scale}
-    seeds = [int(seed) + i for i in range(int(cfg["seeds"]))]
+    cfg = H.scale_config(paper, scale, opts)
+    seeds = H.scale_seeds(cfg, seed)
     out = Path(f"results/{name}-{scale}")
     ctx = H.Context(paper, scale, cfg, out, torch.device("cpu"), opts, seeds)
     jobs, _ = H._jobs(paper, ctx, cfg, out, device)
@@ -211,6 +211,9 @@ def cpu_plan(name: str, seed: int = 0, **options) -> dict:
     on: steps × that row's measured seconds per step, plus its measured seconds per evaluation (`harness.curve_lengths`)."""
     paper, jobs, skipped = paper_jobs(name, "cpu", seed, "cpu", options)
     got = H.curve_lengths(name)
+    if not got: raise InputError(f"{name}: no measured CPU rates to plan with: its learning curves are not measured yet "
+                                 f"(in a source checkout: tools/campaign.py --stage curves-{name})")
+    own = H.scale_config(paper, "cpu", {**paper.options, **options}).get("length")   # a length the scale states itself
     runs = []
     for j in jobs:
         r = got["rows"].get(j["spec"]["slug"])
@@ -225,19 +228,24 @@ def cpu_plan(name: str, seed: int = 0, **options) -> dict:
         "this scale evaluates with other settings than quick's, which the curves' seconds per evaluation were measured "
         "with: the evaluation time above is the curves', not this scale's")
     return dict(paper=name, scale="cpu", runs=runs, seconds=seconds, minutes=seconds / 60, hours=seconds / 3600,
-                aim_hours=CPU_AIM_HOURS, skipped=skipped, budget_minutes=None, lengths=got, eval_note=eval_note,
+                aim_hours=CPU_AIM_HOURS, skipped=skipped, budget_minutes=None, lengths=got, length=own, eval_note=eval_note,
                 device=f"{m.get('cpu', 'a CPU')}, {m.get('threads', '?')} threads")
 
 def cpu_plan_text(p: dict) -> str:
     "A cpu plan as text: one line per row (seeds, steps, measured rate, hours), then the total against the aim."
-    L = [f"plan: {p['paper']} at scale cpu: {len(p['runs'])} runs, each as long as its learning curve asks (rates measured "
-         f"along those curves on {p['device']})", "", f"{'row':<34} {'seeds':>5} {'steps':>8} {'s/step':>8} {'hours':>6}"]
+    own = p.get("length")
+    L = [f"plan: {p['paper']} at scale cpu: {len(p['runs'])} runs, " + ("as long as the scale states" if own else
+         "each as long as its learning curve asks") + f" (rates measured along the learning curves on {p['device']})", "",
+         f"{'row':<34} {'seeds':>5} {'steps':>8} {'s/step':>8} {'hours':>6}"]
     for slug in dict.fromkeys(r["slug"] for r in p["runs"]):
         rs = [r for r in p["runs"] if r["slug"] == slug]
         L.append(f"{rs[0]['row'][:34]:<34} {len(rs):>5} {rs[0]['steps']:>8,} {rs[0]['seconds_per_step']:>8.4f} "
                  f"{sum(r['seconds'] for r in rs) / 3600:>6.2f}")
     why = "; ".join(f"{s} {r['steps']:,}: {r['why']}" for s, r in p["lengths"]["rows"].items())
-    L += ["", f"length: {p['lengths']['steps']:,} steps, the longest any headline row's curve chose ({why})",
+    seeds = sorted({r["seed"] for r in p["runs"]})
+    L += ["", f"seeds: {', '.join(map(str, seeds))}",
+          f"length: {own['steps']:,} steps, {own['why']}" if own else
+          f"length: {p['lengths']['steps']:,} steps, the longest any headline row's curve chose ({why})",
           f"total: {p['hours']:.2f} hours (training and evaluation); aim: {p['aim_hours']:g} hours on 2 cores: "
           + ("within it" if p["hours"] <= p["aim_hours"] else "OVER")] + ([f"evaluation: {p['eval_note']}"] if p.get("eval_note") else [])
     for t, why in p["skipped"].items(): L.append(f"not run at this scale: {t}: {why}")
@@ -266,7 +274,7 @@ def plan(name: str, scale: str = "gpu", seed: int = 0, throughput=None, device: 
                            why=g.get("why") or "", family=fam, images_per_s=r, rate_source=src, seconds=images / r))
     seconds = sum(g["seconds"] for g in groups)
     return dict(paper=name, scale=scale, runs=len(jobs), groups=groups, images=sum(g["images"] for g in groups),
-                length=H.scale_config(paper, scale).get("length"),
+                length=H.scale_config(paper, scale, {**paper.options, **options}).get("length"),
                 seconds=seconds, minutes=seconds / 60, budget_minutes=budget_minutes(name, scale), skipped=skipped,
                 device=table["device"], measured=bool(table.get("measured")), source=table.get("source", ""),
                 table=table.get("path", "built-in anchors"))
@@ -292,7 +300,7 @@ def plan_text(p: dict) -> str:
                  + (f"({p['paper']}'s share of the five papers' {GPU_BUDGET_MINUTES:g} minutes on one GPU)"
                     if p["paper"] in GPU_SHARES else "(one stage of the GPU campaign)")
                  + (": within it" if p["minutes"] <= p["budget_minutes"] else
-                    ": OVER, because the learning curves ask for that length: the budget gives, not the length"
+                    ": OVER, because the length above asks for it (the learning curves' or the paper's): the budget gives, not the length"
                     if planned_minutes(p) <= p["budget_minutes"] else ": OVER"))
     for t, why in p["skipped"].items(): L.append(f"not run at this scale: {t}: {why}")
     return "\n".join(L)
