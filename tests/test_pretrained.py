@@ -52,7 +52,7 @@ def _check_card(c: dict, root: Path | None = None):
     if "run" in c:          # a reproduction's run, shipped (tools/train_pretrained.py FROM_RUN): its command is the reproduction
         from disentbook.repro.harness import PAPERS, scale_config
         args = build_parser().parse_args(shlex.split(c["command"])[1:])
-        cfg = scale_config(PAPERS[args.name], args.scale)
+        cfg = scale_config(PAPERS[args.name], args.scale, dict(o.split("=", 1) for o in args.option or []) or None)
         assert (args.command, c["run"]["paper"], c["run"]["seed"]) == ("reproduce", args.name, c["train"]["seed"])
         assert [c["train"][k] for k in ("batch_size", "lr", "steps")] == [cfg["train"][k] for k in ("batch_size", "lr", "steps")]
         assert all(c["model"][k] == v for k, v in cfg["model"].items()) and c["params"] == cfg.get("objective", {})

@@ -122,6 +122,9 @@ FROM_RUN = {
                 "3,200-step model of the same architecture (batch 32, lr 1e-3, one thread) whose style MAE from e was "
                 "0.225 on these probe images, with a z / e error ratio of 1.1."),
 }
+# the reproduction options a FROM_RUN run trained under, where its scale's recipe has moved on since (a declared
+# sensitivity that reproduces it): the refvae cpu scale now trains the paper's 50,000 steps; `length=former` is 15,000
+RUN_OPTIONS = {"srb_vae": {"length": "former"}}
 # what the gate does not show, measured (goes into the card's note): a text, or a function of the card's metrics (the
 # number measured on the shipped weights)
 CAVEATS = {
@@ -283,7 +286,7 @@ def adopt_run(name: str, run: Path, runs: Path) -> dict:
     if st.get("method") != method or ck["step"] != st["train"]["steps"]:
         raise SystemExit(f"{name}: {run} trained {st.get('method')!r} for {ck['step']} of {st['train']['steps']} steps; "
                          f"the recipe needs a finished {method!r} run")
-    scale = _run_scale(name, run, st)
+    scale, options = _run_scale(name, run, st, RUN_OPTIONS.get(name))
     mode, m = ev.get("mode") or {}, ev["metrics"]
     shutil.rmtree(runs / name / "checkpoint", ignore_errors=True)
     shutil.copytree(run / "train" / "checkpoint", runs / name / "checkpoint")
@@ -294,23 +297,27 @@ def adopt_run(name: str, run: Path, runs: Path) -> dict:
              clock=m.get("train_clock", "wall"),
              settings=dict(steps=ck["step"], batch_size=st["train"]["batch_size"], lr=st["train"]["lr"], seed=st["seed"],
                            threads=mode.get("threads"), precision=mode.get("precision")),
-             command=f"disentbook reproduce {st['paper']} --scale {scale}",
+             command=f"disentbook reproduce {st['paper']} --scale {scale}" + "".join(f" -o {k}={v}" for k, v in options.items()),
              run=dict(folder=where, paper=st["paper"], dataset=st["dataset"], method=method, seed=st["seed"]),
              params=st["objective"])
     (runs / name / "pretrained_train.json").write_text(json.dumps(d))
     return d
 
 
-def _run_scale(name: str, run: Path, st: dict) -> str:
-    "The scale of its paper whose declared settings trained the run (batch, lr, model, objective, and steps where fixed)."
+def _run_scale(name: str, run: Path, st: dict, options: dict | None = None) -> tuple[str, dict]:
+    """(scale, options) of its paper whose declared settings trained the run (batch, lr, model, objective, and steps where
+    fixed): under the reproduction `options` first (a declared sensitivity), then under the scale's own recipe."""
     import disentbook  # noqa: F401  (registers the papers)
+    from disentbook.core import DisentbookError
     from disentbook.repro.harness import PAPERS, scale_config
-    for scale in PAPERS[st["paper"]].scales:
-        cfg = scale_config(PAPERS[st["paper"]], scale)              # lengths resolved (a cpu scale's from its curves)
-        t = cfg["train"]
-        if ((t.get("batch_size"), t.get("lr"), t.get("steps")) == (st["train"]["batch_size"], st["train"]["lr"], st["train"]["steps"])
-                and cfg["model"] == st["model"] and cfg.get("objective", {}) == st["objective"] and not st.get("params")):
-            return scale
+    for opts in ([options, {}] if options else [{}]):
+        for scale in PAPERS[st["paper"]].scales:
+            try: cfg = scale_config(PAPERS[st["paper"]], scale, opts or None)   # lengths resolved (a cpu scale's from its curves)
+            except DisentbookError: continue                         # an option this scale does not take
+            t = cfg["train"]
+            if ((t.get("batch_size"), t.get("lr"), t.get("steps")) == (st["train"]["batch_size"], st["train"]["lr"], st["train"]["steps"])
+                    and cfg["model"] == st["model"] and cfg.get("objective", {}) == st["objective"] and not st.get("params")):
+                return scale, opts
     raise SystemExit(f"{name}: {run} was not trained with the settings of any scale of {st['paper']!r} "
                      f"({', '.join(PAPERS[st['paper']].scales)}): its card could not give the command that trains it")
 

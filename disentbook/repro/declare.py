@@ -144,7 +144,7 @@ def scale_config(paper: Paper, scale: str, options: dict | None = None) -> dict:
         got = curve_lengths(paper.name)
         if not got or not isinstance(got.get("steps"), int):
             raise InputError(f"{paper.name} at scale {scale!r}: its training length comes from learning curves this "
-                             f"package has not measured yet (in a source checkout: tools/campaign.py --stage curves-{paper.name})")
+                             f"package has not measured yet (in a source checkout: python3 -m disentbook campaign --stage curves-{paper.name}-seeds)")
         cfg["train"]["steps"] = got["steps"]
     got = curve_lengths(paper.name) if scale == "gpu" and "quick" in paper.scales else None
     if got and isinstance(got.get("steps"), int) and "steps" in cfg["train"] and "length" not in cfg:

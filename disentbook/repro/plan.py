@@ -212,7 +212,7 @@ def cpu_plan(name: str, seed: int = 0, **options) -> dict:
     paper, jobs, skipped = paper_jobs(name, "cpu", seed, "cpu", options)
     got = H.curve_lengths(name)
     if not got: raise InputError(f"{name}: no measured CPU rates to plan with: its learning curves are not measured yet "
-                                 f"(in a source checkout: tools/campaign.py --stage curves-{name})")
+                                 f"(in a source checkout: python3 -m disentbook campaign --stage curves-{name}-seeds)")
     own = H.scale_config(paper, "cpu", {**paper.options, **options}).get("length")   # a length the scale states itself
     runs = []
     for j in jobs:
