@@ -72,13 +72,14 @@ class PaperRow(Subject):
     def train_to(self, root, seed: int, steps: int, clock: Clock, say=print) -> bool:
         "Train seed `seed` up to `steps`, a checkpoint every `CHUNK` steps; False when the budget ran out first."
         if self.step_of(root, seed) >= steps: return True
+        from disentbook.core import active_time
         from disentbook.repro.runs import build_trainer
         trainer, _, _ = build_trainer(self.job(root, seed), steps=steps, ckpt_every=CHUNK)   # checks a resumed run's settings
         while trainer.step < steps:
             clock.wait_while_paused()
             if not clock.fits(): return False
             n = min(steps, (trainer.step // CHUNK + 1) * CHUNK) - trainer.step
-            t0 = time.monotonic(); trainer.fit(n); trainer.save(); dt = time.monotonic() - t0
+            t0 = active_time(); trainer.fit(n); trainer.save(); dt = active_time() - t0    # a SIGSTOP left out
             clock.took(dt * CHUNK / n)
             say(f"{time.strftime('%H:%M:%S')} {self.name} seed {seed}: step {trainer.step:,} ({n / max(dt, 1e-9):.1f} steps/s)")
         return True

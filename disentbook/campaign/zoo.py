@@ -123,18 +123,19 @@ class ZooRecipe(Subject):
                                 "move it away to go on (nothing was changed)")
     def train_to(self, root, seed: int, steps: int, clock: Clock, say=print) -> bool:
         "Train seed `seed` up to `steps` in chunks of `CHUNK`; False when the budget ran out first."
+        from disentbook.core import active_time
         from disentbook.jobs import train_job
         r, s, run = self.recipe, SETTINGS, self.run_dir(root, seed)
         while (at := self.step_of(root, seed)) < steps:
             clock.wait_while_paused()
             if not clock.fits(): return False
             target = min(steps, (at // CHUNK + 1) * CHUNK)
-            t0 = time.monotonic()
+            t0 = active_time()                   # the chunk's own seconds: a stop (SIGSTOP) of the process is left out
             train_job(method=r.method, dataset="dsprites", params=r.params, steps=target,
                       batch_size=None if at else s["batch_size"], lr=None if at else s["lr"], latent_dim=s["latent_dim"],
                       hidden=s["hidden"], out_dir=run, device="cpu", seed=int(seed), evaluate=False, threads=s["threads"],
                       precision=None if at else s["precision"], ckpt_every=CHUNK, resume=at > 0, overwrite=at == 0)
-            dt = time.monotonic() - t0
+            dt = active_time() - t0
             clock.took(dt * CHUNK / max(target - at, 1))
             say(f"{time.strftime('%H:%M:%S')} {self.name} seed {seed}: step {target:,} ({(target - at) / max(dt, 1e-9):.1f} steps/s)")
         return True
