@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ISSUE = re.compile(r"\b[Ii]ssues? #?\d+")
 ABSOLUTE = re.compile(r"(?<![\w$~.}])/(?:work|root|home|Users|tmp|mnt|opt|var|srv)/[\w.-]")
 PROCESS = re.compile(r"\bGPU slots?\b|\b(?<!condition )slot(?:s|'s)?\b(?! of the one-hot)|\bsessions?\b|\bthis task\b|"
-                     r"\b(?:was|were|is|be|been|not) lent\b|\bno GPU lent\b|\bother developers?\b|\bdevelopers' jobs\b", re.I)
+                     r"\b(?:was|were|is|be|been|not|a) lent\b|\bno GPU lent\b|\bother developers?\b|\bdevelopers' jobs\b", re.I)
 MARKDOWN = ["README.md", "DESIGN.md", "benchmarks/README.md"]
 
 

@@ -38,7 +38,7 @@ Stages:
   MIG on the curves' images ships (`benchmarks/curves/seeds.json`), and every shipped model's card also states its MIG
   on 10,000 other fresh images, which chose neither its length nor its seed.
 - `gpu-contact`, `gpu-tests`, `gpu-bench`, `gpu-<paper>`, `gpu-pretrained`: the GPU stages, run on a machine with a CUDA GPU by
-  `--next --gpu` (or `--stage gpu-bench`) through `tools/gpu_campaign.py`, whose archives travel back from a lent GPU
+  `--next --gpu` (or `--stage gpu-bench`) through `tools/gpu_campaign.py`, whose archives come back from the GPU
   machine and whose ledger (`benchmarks/gpu_campaign.json`) records what landed. `--list` shows both kinds.
 """
 from __future__ import annotations

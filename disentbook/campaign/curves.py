@@ -21,9 +21,17 @@ class Subject:
     key, sign, more_seeds = "mig", 1, ()
     def identity(self) -> dict: raise NotImplementedError      # what a committed record must match to be continued
     def curve_file(self, root) -> Path: raise NotImplementedError
-    def step_of(self, root, seed: int) -> int: raise NotImplementedError     # the step of the seed's live run (0: none)
+    def run_dir(self, root, seed: int) -> Path: raise NotImplementedError    # the seed's run folder (a checkpoint/ inside)
     def check_run(self, root, seed: int) -> None: pass                       # refuse a run folder of something else
-    def restart(self, root, seed: int) -> None: raise NotImplementedError    # remove the seed's run (to train it again)
+    def step_of(self, root, seed: int) -> int:
+        "The step of the seed's live run (0: none)."
+        from disentbook.checkpoints import read_checkpoint_config
+        ck = self.run_dir(root, seed) / "checkpoint"
+        return int(read_checkpoint_config(ck)["step"]) if (ck / "config.json").is_file() else 0
+    def restart(self, root, seed: int) -> None:
+        "Remove the seed's run folder (to train it again from its seed)."
+        import shutil
+        shutil.rmtree(self.run_dir(root, seed))
     def train_to(self, root, seed: int, steps: int, clock: Clock, say) -> bool: raise NotImplementedError
     def measure(self, root, seed: int, steps: int) -> dict: raise NotImplementedError
 

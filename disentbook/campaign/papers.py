@@ -64,11 +64,6 @@ class PaperRow(Subject):
                     settings=cfg, spec=json.loads(json.dumps(self.spec, default=str)), rule=self.rule.as_dict())
     def curve_file(self, root) -> Path: return Path(root) / CURVES / self.paper.name / f"{self.slug}.json"
     def run_dir(self, root, seed: int) -> Path: return Path(root) / WORK / "papers" / self.paper.name / self.slug / f"seed{int(seed)}"
-    def step_of(self, root, seed: int) -> int:
-        from disentbook.checkpoints import read_checkpoint_config
-        ck = self.run_dir(root, seed) / "checkpoint"
-        return int(read_checkpoint_config(ck)["step"]) if (ck / "config.json").is_file() else 0
-    def restart(self, root, seed: int) -> None: shutil.rmtree(self.run_dir(root, seed))
     def train_to(self, root, seed: int, steps: int, clock: Clock, say=print) -> bool:
         "Train seed `seed` up to `steps`, a checkpoint every `CHUNK` steps; False when the budget ran out first."
         if self.step_of(root, seed) >= steps: return True

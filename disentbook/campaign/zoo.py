@@ -105,11 +105,6 @@ class ZooRecipe(Subject):
                     rule=self.rule.as_dict(), images=dict(choose=CURVE_IMAGES, check=CHECK_IMAGES, num_points=NUM_POINTS))
     def curve_file(self, root) -> Path: return Path(root) / CURVES / f"{self.name}.json"
     def run_dir(self, root, seed: int) -> Path: return Path(root) / WORK / "zoo" / self.name / f"seed{int(seed)}"
-    def step_of(self, root, seed: int) -> int:
-        from disentbook.checkpoints import read_checkpoint_config
-        ck = self.run_dir(root, seed) / "checkpoint"
-        return int(read_checkpoint_config(ck)["step"]) if (ck / "config.json").is_file() else 0
-    def restart(self, root, seed: int) -> None: shutil.rmtree(self.run_dir(root, seed))
     def check_run(self, root, seed: int) -> None:
         run, r = self.run_dir(root, seed), self.recipe
         if not (run / "checkpoint" / "config.json").is_file(): return
