@@ -3,7 +3,7 @@
     python3 tools/train_pretrained.py                 # every recipe; runs in results/pretrained_runs/
     python3 tools/train_pretrained.py beta_vae_b4     # one
     python3 tools/train_pretrained.py --package-only  # reuse the runs, rewrite the weights and cards
-    python3 tools/train_pretrained.py srb_vae --from-run reports/refvae-cpu/runs/MNIST/srb_vae/seed0   # ship a reproduction's run
+    python3 tools/train_pretrained.py srb_vae --from-run reports/refvae-cpu-former/runs/MNIST/srb_vae/seed0   # ship a reproduction's run
 
 Each model is trained by `disentbook.cli.train_job`, exactly what the `disentbook train` command in its card runs (a
 recipe in `FROM_RUN` ships a finished reproduction run instead, and its card gives that reproduction's command), then stored as an fp16 `state_dict` (`NAME.pt`) beside a JSON card (`NAME.json`): model config, the command, steps,
@@ -115,7 +115,7 @@ LENGTHS = {
 # recipes shipped from a reproduction run instead of a `disentbook train` run: name -> (the run's folder, how its length
 # was chosen: goes into the card's note); `--from-run` names another run
 FROM_RUN = {
-    "srb_vae": ("reports/refvae-cpu/runs/MNIST/srb_vae/seed0",
+    "srb_vae": ("reports/refvae-cpu-former/runs/MNIST/srb_vae/seed0",
                 "15,000 steps, the length the refvae learning curves chose for the `cpu` scale (benchmarks/curves/refvae/, "
                 "seed 0, measured along one run): sRb-VAE's style MAE from e 0.259, 0.268, 0.252, 0.159, 0.154 at 1,000, "
                 "2,500, 5,000, 10,000 and 15,000 steps, while the probe from z stays at 0.26-0.27. It replaces a "
@@ -458,7 +458,7 @@ def main(argv=None) -> int:
     p.add_argument("--from-pilot", action="store_true", help="package the pilot's checkpoint at the recipe's length "
                    "(bit-identical to a straight run) instead of training again")
     p.add_argument("--from-run", default=None, metavar="RUN", help="package a finished reproduction run (its folder, "
-                   "e.g. reports/refvae-cpu/runs/MNIST/srb_vae/seed0) as the recipe's model instead of training it")
+                   "e.g. reports/refvae-cpu-former/runs/MNIST/srb_vae/seed0) as the recipe's model instead of training it")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="with --pilot: an objective parameter changed from the recipe's (repeatable)")
     a = p.parse_args(argv)

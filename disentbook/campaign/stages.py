@@ -7,20 +7,22 @@ from pathlib import Path
 
 from .curves import read_curve, train_curves, train_seeds
 from .ledger import LEDGER, WORK, CampaignError, Clock, machine, parse_budget, read_ledger, write_stage
-from . import papers, zoo
+from . import papers, reproductions, zoo
 
 # %% auto #0
-__all__ = ['CARRY_BUDGET', 'CARRY_MIN_SECONDS', 'ORDER', 'stages', 'shipped_dir', 'subjects', 'progress', 'run_stage', 'run_next',
-           'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
+__all__ = ['CARRY_BUDGET', 'CARRY_MIN_SECONDS', 'FIRST', 'ORDER', 'stages', 'shipped_dir', 'subjects', 'progress', 'run_stage',
+           'run_next', 'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
 CARRY_BUDGET = 10_000_000     # bytes of checkpoints a checkout carries in all
 CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is trained again rather than carried
 
-# the declared order: the zoo recipe begun first, the paper whose headline length must be measured again (its recipe
-# changed), the other zoo recipes, then the other papers' headline curves over seeds
-ORDER = ("zoo-beta_tcvae", "curves-contrastive-seeds", *(f"zoo-{n}" for n in zoo.RECIPES if n != "beta_tcvae"),
-         *(f"curves-{p}-seeds" for p in papers.METRICS if p != "contrastive"), "zoo-models")
+# the declared order: the zoo recipe begun first; the papers' reproductions the cpu scale can decide, each after the
+# curves its length needs; the other zoo recipes, the other papers' headline curves over seeds; the zoo's models
+FIRST = ("zoo-beta_tcvae", "reproduce-refvae", "curves-dipvae-seeds", "reproduce-dipvae", "curves-contrastive-seeds",
+         "reproduce-contrastive")
+ORDER = (*FIRST, *(f"zoo-{n}" for n in zoo.RECIPES if f"zoo-{n}" not in FIRST),
+         *(f"curves-{p}-seeds" for p in papers.METRICS if f"curves-{p}-seeds" not in FIRST), "zoo-models")
 
 def stages() -> dict:
     "{stage: (what it runs, function(root, clock, say) -> 'ok' | 'partial')}, in the declared order (`ORDER`)."
@@ -34,6 +36,9 @@ def stages() -> dict:
         what = (f"{p}'s headline rows, curves over seeds {', '.join(map(str, papers.CURVE_SEEDS))} of {key} "
                 f"({'higher' if sign > 0 else 'lower'} is better) until the length rule holds; the cpu scale's length")
         out[f"curves-{p}-seeds"] = (what, (lambda q: lambda root, clock, say: papers.stage_curves(root, q, clock, say))(p))
+    for name, r in reproductions.REPRODUCTIONS.items():
+        what = f"disentbook reproduce {r.paper} --scale {r.scale} into reports/{r.folder('.').name}: {r.why}"
+        out[name] = (what, (lambda n: lambda root, clock, say: reproductions.stage_reproduce(root, n, clock, say))(name))
     out["zoo-models"] = ("the zoo recipes whose stage is done, shipped into the package (campaign.models.ship): the seed the "
                          "declared rule names, fp16 weights, card with every seed's MIG on images that chose nothing, "
                          "figures", _models_stage)
@@ -62,13 +67,14 @@ def _zoo_stage(root, name: str, clock: Clock, say) -> str:
 
 def subjects(stage: str) -> list:
     "The curve subjects a stage follows."
-    if stage == "zoo-models": return []
+    if stage == "zoo-models" or stage in reproductions.REPRODUCTIONS: return []
     if stage.startswith("zoo-"): return [zoo.ZooRecipe(stage[4:])]
     p = stage[len("curves-"):-len("-seeds")]
     return [papers.PaperRow(p, s) for s in papers.headline(p)[1]]
 
 def progress(root, stage: str) -> str:
-    "A few words on how far a stage is (its curve seeds and lengths, the chosen length)."
+    "A few words on how far a stage is (its curve seeds and lengths, the chosen length; a reproduction's runs)."
+    if stage in reproductions.REPRODUCTIONS: return reproductions.progress(root, stage)
     subs, out = subjects(stage), []
     for subj in subs:
         c = read_curve(root, subj)
@@ -132,6 +138,13 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
                 files, secs = _checkpoint_files(z.run_dir(root, seed) / "checkpoint")
                 measured = max((r["steps"] for r in rows.get(str(seed), [])), default=0)
                 if files and secs >= CARRY_MIN_SECONDS and z.step_of(root, seed) > measured: live.append((secs, files))
+    for name in reproductions.REPRODUCTIONS:
+        if name not in led or led[name].get("status") == "ok": continue
+        small, cks = reproductions.carried_files(root, name)
+        keep += small
+        for ck in cks:
+            files, secs = _checkpoint_files(ck)
+            if files and secs >= CARRY_MIN_SECONDS: live.append((secs, files))
     left, total = [], 0
     for secs, files in sorted(live, key=lambda t: -t[0]):
         size = sum(p.stat().st_size for p in files)
@@ -149,6 +162,8 @@ def carry(root) -> tuple[list[str], list[str], list[Path]]:
     keep, left = carried_paths(root)
     now = {p.relative_to(root).as_posix() for p in keep}
     tracked = {p for p in git("ls-files", "-z", "--", (WORK / "zoo").as_posix(), (WORK / "papers").as_posix()).split("\0") if p}
+    runs = [(reproductions.REPRODUCTIONS[n].folder(".") / "runs").as_posix() for n in reproductions.REPRODUCTIONS]
+    tracked |= {p for p in git("ls-files", "-z", "--", *runs).split("\0") if "/checkpoint/" in p}   # a report's run files stay
     old = sorted(tracked - now)
     if old: git("rm", "-q", "--cached", "--", *old)
     if now: git("add", "-f", "--", *sorted(now))
