@@ -6,8 +6,8 @@ against the spread between the fp32 seeds.
     python3 benchmarks/bench_precision.py --report        # the table from the runs done so far
 
 Methods: beta_vae (β = 4) and factor_vae, and one model of each other paper (dip_vae_i, tcwae_mws on dSprites;
-contrastive_w2 on Grassy-MNIST, srb_vae on the digit-style set, swap_invariance on Colored-MNIST, with the shipped
-models' recipes). Metrics: MIG on 5,000 fresh dSprites images; the shipped models' card metrics for the others. A
+contrastive_w2 on Grassy-MNIST, srb_vae on the digit-style set, swap_invariance on Colored-MNIST): the dSprites ones at
+the settings of the campaign's zoo (`disentbook.campaign.zoo.SETTINGS`), the others at those of the shipped models. Metrics: MIG on 5,000 fresh dSprites images; the shipped models' card metrics for the others. A
 quantity passes when the bf16 mean lies within the fp32 seeds' range widened by half that range on each side (the
 spread between fp32 seeds is the yardstick: a bf16 mean no further from the fp32 mean than the fp32 seeds are from each
 other). Writes `benchmarks/precision.json` and prints the table (markdown). Each finished run's result (its settings,
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT))
 
 RUNS = ROOT / "results" / "campaign" / "precision"            # working folders (checkpoints; ignored by git)
 KEPT = ROOT / "benchmarks" / "precision_runs"                 # each run's result.json (committed)
@@ -30,26 +30,34 @@ OUT = ROOT / "benchmarks" / "precision.json"
 SEEDS = (0, 1, 2)
 STEPS = 1500
 THREADS = 2
-# method -> (recipe of tools/train_pretrained.py for its data and weights, the metrics compared)
-METHODS = {                  # factor_vae first: the method whose bf16 runs once diverged where fp32 did not
-    "factor_vae": ("factor_vae", ("mig",)),
-    "beta_vae": ("beta_vae_b4", ("mig",)),
-    "dip_vae_i": ("dip_vae_i", ("mig",)),
-    "tcwae_mws": ("tcwae_mws", ("mig",)),
-    "contrastive_w2": ("contrastive_w2", ("clustering_s/accuracy/target",)),
-    "srb_vae": ("srb_vae", ("refvae/avg_mae_e/probe_test", "refvae/rec_l1/probe_test")),
-    "swap_invariance": ("swap_invariance", ("invariance/avg_acc_train/z_p", "invariance/avg_acc/z_p")),
+# method -> (dataset, objective parameters, data parameters, settings other than the zoo's (None: a dSprites method at the
+# zoo's settings), the metrics compared); factor_vae first: the method whose bf16 runs once diverged where fp32 did not
+SMALL = dict(batch_size=32, lr=1e-3, hidden=64, latent_dim=10, z_dim=16, s_dim=8)      # the shipped models' settings
+METHODS = {
+    "factor_vae": ("dsprites", dict(gamma=35.0), {}, None, ("mig",)),
+    "beta_vae": ("dsprites", dict(beta=4.0), {}, None, ("mig",)),
+    "dip_vae_i": ("dsprites", dict(lambda_od=10.0), {}, None, ("mig",)),
+    "tcwae_mws": ("dsprites", dict(beta=50.0, gamma=100.0), {}, None, ("mig",)),
+    "contrastive_w2": ("grassy", {}, dict(per_digit=713), SMALL, ("clustering_s/accuracy/target",)),
+    "srb_vae": ("digit_style", dict(disc_hidden=64), {}, dict(SMALL, z_dim=8, s_dim=8),
+                ("refvae/avg_mae_e/probe_test", "refvae/rec_l1/probe_test")),
+    "swap_invariance": ("colored_mnist", dict(beta_sup=1.0, reduction="pixel_mean"), {}, dict(SMALL, batch_size=64, latent_dim=20),
+                        ("invariance/avg_acc_train/z_p", "invariance/avg_acc/z_p")),
 }
+
+
+def settings(method: str) -> dict:
+    "Batch size, lr and model sizes a method trains with here."
+    from disentbook.campaign.zoo import SETTINGS
+    own = METHODS[method][3]
+    return dict(own) if own else dict({k: SETTINGS[k] for k in ("batch_size", "lr", "hidden", "latent_dim")}, z_dim=16, s_dim=8)
 
 
 def run(method: str, precision: str, seed: int, steps: int = STEPS) -> dict:
     "Train one (method, precision, seed) run unless done; returns its result (final losses, metrics, seconds)."
-    from train_pretrained import RECIPES, settings
-    from dsprites_curves import SETTINGS, measure_dsprites
     out = RUNS / method / precision / f"seed{seed}"
-    recipe = METHODS[method][0]
-    _, dataset, params, data_params, _ = RECIPES[recipe]
-    st = dict(settings(recipe), **({k: SETTINGS[k] for k in ("batch_size", "lr", "hidden")} if dataset == "dsprites" else {}))
+    dataset, params, data_params, _, keys = METHODS[method]
+    recipe, st = method, settings(method)
     want = dict(steps=steps, batch_size=st["batch_size"], lr=st["lr"], hidden=st["hidden"], latent_dim=st["latent_dim"],
                 params=params)
     done = KEPT / method / precision / f"seed{seed}.json"
@@ -70,7 +78,8 @@ def run(method: str, precision: str, seed: int, steps: int = STEPS) -> dict:
                losses={c: float(last[c].mean()) for c in h.columns if c != "step"})
     model = load_model(out / "checkpoint", device="cpu")
     if dataset == "dsprites":
-        m = measure_dsprites(model, num_points=5000)
+        from disentbook.campaign.zoo import CURVE_IMAGES, measure
+        m = measure(model, CURVE_IMAGES, num_points=5000)
         res["metrics"] = {"mig": m["mig"], "factor_vae": m["factor_vae"], "active": m["active"]}
     else:
         from disentbook.classroom import pretrained as P
@@ -82,14 +91,14 @@ def run(method: str, precision: str, seed: int, steps: int = STEPS) -> dict:
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps(res, indent=1) + "\n")
     print(f"{method} {precision} seed {seed}: {seconds:.0f} s, loss {res['losses'].get('loss', float('nan')):.4g}, "
-          + ", ".join(f"{k} {res['metrics'].get(k, float('nan')):.3f}" for k in METHODS[method][1]), flush=True)
+          + ", ".join(f"{k} {res['metrics'].get(k, float('nan')):.3f}" for k in keys), flush=True)
     return res
 
 
 def compare(results: list[dict]) -> list[dict]:
     "One row per (method, quantity): fp32 and bf16 means and ranges over seeds, and whether bf16 is within the fp32 spread."
     rows = []
-    for method, (_, keys) in METHODS.items():
+    for method, (*_, keys) in METHODS.items():
         by = {p: [r for r in results if r["method"] == method and r["precision"] == p] for p in ("fp32", "bf16")}
         if len(by["fp32"]) < 2 or not by["bf16"]: continue      # no spread to compare with: not judged yet
         for q in ["loss", *keys]:
@@ -116,14 +125,11 @@ def markdown(rows: list[dict]) -> str:
 
 def collect() -> list[dict]:
     "The kept results whose settings are today's (an older width or length is not compared)."
-    from train_pretrained import RECIPES, settings
-    from dsprites_curves import SETTINGS
     out = []
     for f in sorted(KEPT.glob("*/*/seed*.json")):
         r = json.loads(f.read_text())
         if r.get("method") not in METHODS: continue
-        recipe = METHODS[r["method"]][0]
-        st = dict(settings(recipe), **({k: SETTINGS[k] for k in ("batch_size", "lr", "hidden")} if RECIPES[recipe][1] == "dsprites" else {}))
+        st = settings(r["method"])
         if (r.get("settings") or {}).get("hidden") == st["hidden"] and r.get("steps") == STEPS: out.append(r)
     return out
 

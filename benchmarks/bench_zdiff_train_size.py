@@ -4,8 +4,8 @@ The paper fits a one-vs-rest linear SVM with C = 0.01 on the Z-diff features. sk
 0.5 |w|^2 + C * sum of hinge losses over the training points, so the data term grows with the number of points: with few
 points the regulariser wins and the classifier predicts one factor for every input (its score is then that factor's
 share of the evaluation points). This script measures the score against the number of training points on the models of
-the dipvae learning curves (the checkpoints `tools/campaign.py --stage curves-dipvae` keeps under
-`results/campaign/paper_curves/dipvae/`), with the same features scored by the SVM after standardisation and by a
+the dipvae learning curves, seed 0 (the checkpoints the campaign's `curves-dipvae-seeds` stage keeps under
+`results/campaign/papers/dipvae/`, at the length each run reached), with the same features scored by the SVM after standardisation and by a
 logistic regression (`eval.dipvae.zdiff_classifiers`, seed 0: the same numbers on every call).
 
     python3 benchmarks/bench_zdiff_train_size.py                    # three rows x three sizes (about 13 minutes, 2 cores)
@@ -18,9 +18,9 @@ import argparse, json, platform, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT))
 OUT = ROOT / "benchmarks" / "zdiff_train_size.json"
-ROWS = {"vae": 10_000, "beta_vae_beta4": 20_000, "dip_vae_i_lambda_d100_lambda_od10": 10_000}   # row -> kept length
+ROWS = ("vae", "beta_vae_beta4", "dip_vae_i_lambda_d100_lambda_od10")
 
 
 def main(argv=None) -> int:
@@ -32,7 +32,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     import torch
     torch.set_num_threads(a.threads)
-    import paper_curves as PC
+    from disentbook.campaign.papers import PaperRow
+    from disentbook.repro.runs import build_trainer
     from disentbook.eval import dipvae as dip
     from disentbook.eval.scores import encode_means
     sizes = [tuple(int(v) for v in s.split(":")) for s in a.sizes.split(",")]
@@ -43,23 +44,22 @@ def main(argv=None) -> int:
                classifier="LinearSVC(C=0.01, hinge, one-vs-rest) on raw Z-diff features, batch of 64 pairs per point, seed 0",
                results=[])
     for slug in rows:
-        ckpt = PC.kept_checkpoint("dipvae", slug, ROWS[slug])
-        if ckpt is None:
-            sys.exit(f"bench_zdiff_train_size: no checkpoint of {slug} at {ROWS[slug]:,} steps under "
-                     "results/campaign/paper_curves/dipvae/ (run tools/campaign.py --stage curves-dipvae first)")
-        trainer, data, *_ = PC._setup("dipvae", slug, ROWS[slug])
-        trainer.load(ckpt)
-        model = trainer.model.eval()
+        row = PaperRow("dipvae", slug)
+        if not (row.run_dir(ROOT, 0) / "checkpoint" / "config.json").is_file():
+            sys.exit(f"bench_zdiff_train_size: no checkpoint of {slug} under {row.run_dir(ROOT, 0).relative_to(ROOT)} (run "
+                     "python3 -m disentbook campaign --stage curves-dipvae-seeds first)")
+        trainer, data, _ = build_trainer(row.job(ROOT, 0))
+        model, steps = trainer.model.eval(), trainer.step
         for n_train, n_eval in sizes:
             t0 = time.monotonic()
             with torch.no_grad():
                 zc = dip.zdiff_classifiers(data, lambda x: encode_means(model, x), seed=0, batch_size=64,
                                            num_train=n_train, num_eval=n_eval)
-            r = dict(row=slug, steps=ROWS[slug], num_train=n_train, num_eval=n_eval,
+            r = dict(row=slug, steps=steps, num_train=n_train, num_eval=n_eval,
                      **{k: round(float(v), 4) for k, v in zc.items() if isinstance(v, (int, float))},
                      seconds=round(time.monotonic() - t0, 1))
             out["results"].append(r)
-            print(f"{slug} at {ROWS[slug]:,} steps, {n_train:,} / {n_eval:,} points: paper's SVM {100 * r['svm']:.1f} % "
+            print(f"{slug} at {steps:,} steps, {n_train:,} / {n_eval:,} points: paper's SVM {100 * r['svm']:.1f} % "
                   f"(train {100 * r['svm_train']:.1f} %), standardised {100 * r['svm_standardized']:.1f} %, "
                   f"logistic {100 * r['logistic']:.1f} % ({r['seconds']:.0f} s)", flush=True)
     if not a.no_write: OUT.write_text(json.dumps(out, indent=1) + "\n")

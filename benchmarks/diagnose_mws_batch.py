@@ -14,8 +14,8 @@ the `quick` scale's batch of 64, on two CPU cores. This script measures, for a t
     python3 benchmarks/diagnose_mws_batch.py                 # the self-share (seconds)
     python3 benchmarks/diagnose_mws_batch.py --pilot         # ... and the batch-256 pilot (about 10 minutes, 2 cores)
 
-Reads the batch-64 run the campaign's learning curve kept at the `cpu` scale's length
-(`results/campaign/paper_curves/tcwae/<row>/run/step_XXXXXXX`, or `--checkpoint`); writes `benchmarks/mws_batch-tcwae.json`.
+Reads the batch-64 run of the row's learning curve, seed 0 (the campaign's `curves-tcwae-seeds` stage:
+`results/campaign/papers/tcwae/<row>/seed0/checkpoint`, or `--checkpoint`); writes `benchmarks/mws_batch-tcwae.json`.
 """
 from __future__ import annotations
 import argparse, json, platform, sys, tempfile, time
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "tools"))   # tools/paper_curves.py
+sys.path.insert(0, str(ROOT))
 ROW = "tcwae_mws_beta50_xent_gamma100"
 BATCHES = (64, 256, 1024)
 
@@ -72,13 +72,16 @@ def cpu_evaluation(model, paper, spec, data) -> dict:
 
 
 def pilot(batch_64_checkpoint: Path, cpu_steps: int) -> dict:
-    """Train the row at batch 256 on cpu_steps x 64 images (the learning curves' setup, `paper_curves._setup`, in a
+    """Train the row at batch 256 on cpu_steps x 64 images (the learning curves' setup, `campaign.papers.PaperRow`, in a
     temporary folder), score it and the batch-64 run by the cpu evaluation."""
+    from disentbook.campaign.papers import PaperRow
+    from disentbook.repro.runs import build_trainer
     from disentbook.train import load_model
-    import paper_curves as PC
-    steps = cpu_steps * 64 // 256
+    steps, row = cpu_steps * 64 // 256, PaperRow("tcwae", ROW)
+    paper, spec = row.paper, row.spec
     with tempfile.TemporaryDirectory() as d:
-        tr, data, rc, spec, paper = PC._setup("tcwae", ROW, steps, train=dict(batch_size=256), run=Path(d) / "run")
+        job = dict(row.job(d, 0), out=str(Path(d) / "run"), cfg=dict(row.cfg, train={**row.cfg["train"], "batch_size": 256}))
+        tr, data, _ = build_trainer(job, steps=steps)
         t0 = time.monotonic(); tr.fit(); secs = time.monotonic() - t0
         got256 = cpu_evaluation(tr.model, paper, spec, data)
         shares256 = measure_shares(tr.model)
@@ -100,11 +103,11 @@ def main(argv=None):
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     steps = H.scale_config(H.PAPERS["tcwae"], "cpu")["train"]["steps"]
-    ck = Path(a.checkpoint) if a.checkpoint else (ROOT / "results" / "campaign" / "paper_curves" / "tcwae" / ROW / "run"
-                                                  / f"step_{steps:07d}")
+    from disentbook.campaign.papers import PaperRow
+    ck = Path(a.checkpoint) if a.checkpoint else PaperRow("tcwae", ROW).run_dir(ROOT, 0) / "checkpoint"
     if not (ck / "config.json").is_file():
-        raise SystemExit(f"diagnose_mws_batch: no checkpoint at {ck} (run tools/campaign.py --stage curves-tcwae, or pass "
-                         "--checkpoint)")
+        raise SystemExit(f"diagnose_mws_batch: no checkpoint at {ck} (run python3 -m disentbook campaign --stage "
+                         "curves-tcwae-seeds, or pass --checkpoint)")
     res = dict(row=ROW, checkpoint=str(ck.relative_to(ROOT)) if ck.is_relative_to(ROOT) else str(ck), cpu_steps=steps,
                self_share_batch_64_run=measure_shares(load_model(ck, device="cpu")))
     for b, s in res["self_share_batch_64_run"].items():

@@ -59,3 +59,40 @@ def test_the_declared_order_puts_each_reproduction_after_the_curves_its_length_n
     for name, r in REPRODUCTIONS.items():
         assert name in ORDER
         if r.needs_curves: assert ORDER.index(f"curves-{r.paper}-seeds") < ORDER.index(name), name
+
+
+def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_reports_runs_away(tmp_path):
+    "`--carry` while a reproduction stage is not done: its runs' checkpoints reach a fresh clone; once done, only they leave."
+    import shutil
+    from disentbook.campaign.ledger import LEDGER, write_stage
+    from disentbook.campaign.stages import CARRY_MIN_SECONDS, carry
+    from disentbook.checkpoints import write_checkpoint
+    root = tmp_path / "repo"; root.mkdir()
+    shutil.copy(ROOT / ".gitignore", root / ".gitignore")
+    git = lambda *a: subprocess.run(["git", "-C", str(root), *a], check=True, capture_output=True, text=True).stdout
+    git("init", "-q"); git("config", "user.email", "t@t"); git("config", "user.name", "t")
+    def put(rel, text="{}"):
+        p = root / rel; p.parent.mkdir(parents=True, exist_ok=True); p.write_text(text); return rel
+    def ckpt(d, s):
+        cfg = json.loads((write_checkpoint(root / d, b"w", dict(step=1, train_seconds=s)) / "config.json").read_text())
+        return [f"{d}/config.json", f"{d}/{cfg['state_file']}"]
+    runs = "reports/refvae-cpu/runs/MNIST/srb_vae"
+    live = ckpt(f"{runs}/seed0/train/checkpoint", CARRY_MIN_SECONDS + 1)
+    ckpt(f"{runs}/seed2/train/checkpoint", CARRY_MIN_SECONDS - 1)                  # too little training to carry
+    done = [put(f"{runs}/seed1/eval.json"), put(f"{runs}/seed1/settings.json")]
+    write_stage(root / LEDGER, "reproduce-refvae", dict(status="partial"))
+    git("add", "-A"); git("commit", "-qm", "first")                                  # a report's run files: not ignored
+    base = set(git("ls-files").split())
+    assert set(done) <= base and not set(live) & base
+    now, old, left = carry(root)
+    assert set(live) <= set(now) and not old and not left and not any("seed2" in p for p in now)
+    git("commit", "-qm", "carry")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True, capture_output=True)
+    assert all((clone / p).read_bytes() == (root / p).read_bytes() for p in live + done)
+    # the run finished and the stage done: its checkpoint leaves the index (not the disk); the runs' files stay committed
+    put(f"{runs}/seed0/eval.json"); git("add", "-A")
+    write_stage(root / LEDGER, "reproduce-refvae", dict(status="ok"))
+    now, old, left = carry(root)
+    assert sorted(old) == sorted(live) and all((root / p).is_file() for p in live)
+    assert set(done) | {f"{runs}/seed0/eval.json"} <= set(git("ls-files").split())

@@ -71,9 +71,6 @@ def not_run(argv: list[str]) -> str | None:
         assert (ROOT / argv[1]).is_file(); return "tests/test_site.py builds the site"
     if len(argv) > 1 and argv[0] == "python3" and argv[1].startswith("benchmarks/"):
         assert (ROOT / argv[1]).is_file(); return "a benchmark (minutes; benchmarks/README.md has its results)"
-    if len(argv) > 1 and argv[:2] == ["python3", "tools/campaign.py"]:
-        assert (ROOT / argv[1]).is_file() and all(f in (ROOT / argv[1]).read_text() for f in argv[2:] if f.startswith("--"))
-        return "the campaign (hours; tests/test_cpu_campaign.py runs it at a tiny scale)"
     if "--device" in argv and argv[argv.index("--device") + 1].startswith("cuda") and not torch.cuda.is_available():
         return "needs CUDA"
     assert argv[:3] == ["python3", "-m", "disentbook"], f"a README command this test does not know how to run: {cmd}"

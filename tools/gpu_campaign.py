@@ -1,4 +1,4 @@
-"""The GPU stages of the campaign (`tools/campaign.py` lists them with the CPU stages), for a GPU rented by the slice: stages of at most 9 minutes, one command each, each packing what it
+"""GPU stages for a GPU lent by the slice: stages of at most 9 minutes, one command each, each packing what it
 returns into one archive of a small results folder, from which the next stage resumes.
 
     python3 tools/gpu_campaign.py --list                       # the stages, in order, with what each runs
@@ -6,17 +6,18 @@ returns into one archive of a small results folder, from which the next stage re
     python3 tools/gpu_campaign.py --next                       # the first stage not done yet
     python3 tools/gpu_campaign.py --all --device cpu --tiny    # every stage end to end on a CPU (smoke scale): a rehearsal
     python3 tools/gpu_campaign.py --wheels                     # download the wheels the GPU machine lacks into .whl/
-    python3 tools/gpu_campaign.py --unpack                     # GPU results into the checkout (table, reports, models)
+    python3 tools/gpu_campaign.py --unpack                     # GPU results into the checkout (table, reports)
 
 Stages: `contact` (tools/first_contact.py: every objective's GPU path, one line each, in under 5 minutes), `tests` (the CUDA tests: every test marked to skip without CUDA), `bench` (benchmarks/bench_gpu.py: the
 measured throughput table), one per paper (`vae`, `dipvae`, `tcwae`, `contrastive`, `refvae`, `invariance`: its `gpu`
-reproduction, after `reproduce --plan` has checked that it fits a stage on the measured table when there is one), and
-`pretrained` (tools/train_pretrained.py's recipes retrained at GPU lengths, packaged as fp16 weights and cards).
+reproduction, after `reproduce --plan` has checked that it fits a stage on the measured table when there is one). The
+shipped models are not trained here: the dSprites ones are the campaign's zoo (`python3 -m disentbook campaign`), the
+others come from `tools/train_pretrained.py`.
 
 The results folder (`--results`, default results/gpu_campaign) holds at most 8 files of at most 16 MiB, 64 MiB in all,
 so that it travels to a GPU machine and back whole: `checks.tar.gz` (tests and bench), one `<paper>.tar.gz` per paper
-(report, metrics.json, table.csv, figures, every run's eval.json, settings.json, history.csv and loss figure; no checkpoint) and
-`pretrained.tar.gz` (fp16 weights, cards, training histories). Every archive holds `<stage>/stage.json` (status, device
+(report, metrics.json, table.csv, figures, every run's eval.json, settings.json, history.csv and loss figure; no
+checkpoint). Every archive holds `<stage>/stage.json` (status, device
 name, torch, seconds, command); a stage is done when its stage.json says `ok`, and a stage cut short leaves its
 archive with status `timeout` or `failed` and is run again. Each stage runs under a 9-minute limit (`--limit`), so a job
 limit or a disconnect loses one stage at most; every report in an archive starts with the device it ran on.
@@ -27,8 +28,8 @@ stages need; ipywidgets and its dependencies only for the CUDA test of the widge
 reported as not collected).
 
 Across machines: `--unpack` lands a GPU stage's results in the checkout and records the stage in the committed ledger
-`benchmarks/gpu_campaign.json`; a later run's `--next` / `--all` skip the stages listed there (and the pretrained
-recipes whose committed card was trained by this stage on a GPU), so successive GPU runs finish the campaign.
+`benchmarks/gpu_campaign.json`; a later run's `--next` / `--all` skip the stages listed there, so successive GPU runs
+finish the campaign.
 
 A GPU stage without a GPU (and without `--device cpu`) is a one-line error saying what to do (exit status 2).
 """
@@ -38,8 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPERS = ("vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance")
-STAGES = ("contact", "tests", "bench", *PAPERS, "pretrained")
-ARCHIVE = {"contact": "checks", "tests": "checks", "bench": "checks", **{p: p for p in PAPERS}, "pretrained": "pretrained"}
+STAGES = ("contact", "tests", "bench", *PAPERS)
+ARCHIVE = {"contact": "checks", "tests": "checks", "bench": "checks", **{p: p for p in PAPERS}}
 LIMIT_S = 9 * 60                       # one stage, one command
 LEDGER = ROOT / "benchmarks" / "gpu_campaign.json"     # stages landed in the checkout by earlier runs (committed)
 MAX_FILES, MAX_FILE, MAX_TOTAL = 8, 16 * 2**20, 64 * 2**20
@@ -51,21 +52,10 @@ WHEELS_OPTIONAL = ("ipywidgets", "comm", "ipython", "ipython-pygments-lexers", "
 WHEEL_DIR = ".whl"
 WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
                    "manylinux1_x86_64")
-# pretrained recipes at GPU lengths (steps, batch size); the CPU recipes: tools/train_pretrained.py RECIPES
-PRETRAINED_GPU = {"beta_vae_b1": (8000, 64), "beta_vae_b4": (8000, 64), "dip_vae_i": (8000, 64), "dip_vae_ii": (8000, 64),
-                  "factor_vae": (8000, 64), "tcwae_mws": (8000, 64), "beta_tcvae": (8000, 64), "contrastive_w2": (4000, 64), "srb_vae": (4000, 36),
-                  "swap_invariance": (4000, 64)}
-# the dSprites recipes train as long as their learning curve asks (tools/campaign.py's dsprites-curves, measured on a
-# CPU at batch 64: benchmarks/curves/lengths.json), not the 8,000 steps above, once those curves are measured
-_LENGTHS = ROOT / "benchmarks" / "curves" / "lengths.json"
-if _LENGTHS.is_file():
-    for _n, _c in json.loads(_LENGTHS.read_text()).items():
-        if _n in PRETRAINED_GPU: PRETRAINED_GPU[_n] = (int(_c["steps"]), 64)
 WHAT = {"contact": "tools/first_contact.py: every objective in its own process, strict, bf16, a K = 2 ensemble and a captured single",
         "tests": "python -m pytest tests (only the tests that skip without CUDA)",
         "bench": "python benchmarks/bench_gpu.py (writes the measured throughput table)",
-        **{p: f"disentbook reproduce {p} --scale gpu (smoke with --tiny), after --plan" for p in PAPERS},
-        "pretrained": "tools/train_pretrained.py's recipes at GPU lengths, fp16 weights + cards"}
+        **{p: f"disentbook reproduce {p} --scale gpu (smoke with --tiny), after --plan" for p in PAPERS}}
 
 
 class CampaignError(Exception):
@@ -160,7 +150,7 @@ def run(cmd: list[str], log: list[str], limit: float, env: dict | None = None) -
     "Run `cmd` (in the checkout) under `limit` seconds; its output appended to `log`; (return code, seconds)."
     t0 = time.perf_counter()
     e = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(
-        [str(ROOT), str(ROOT / "tools"), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]), **(env or {}))
+        [str(ROOT), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])]), **(env or {}))
     log.append("$ " + " ".join(cmd))
     try:
         p = subprocess.run(cmd, cwd=ROOT, env=e, capture_output=True, text=True, timeout=max(limit, 1))
@@ -267,63 +257,6 @@ def collect_report(out: Path, name: str, device: str) -> dict:
     return files
 
 
-def gpu_card(name: str) -> bool:
-    "Whether the committed card of pretrained model `name` comes from this stage on a GPU (an earlier run)."
-    try: c = json.loads((ROOT / "disentbook" / "assets" / "pretrained" / f"{name}.json").read_text())
-    except (OSError, ValueError): return False
-    dev = str((c.get("train") or {}).get("device", "cpu"))
-    return str(c.get("recipe", "")).endswith("--stage pretrained") and not dev.startswith("cpu")
-
-
-def stage_pretrained(a, work: Path, log: list) -> tuple[int, dict]:
-    "Each recipe trained at its GPU length (`train_job`, the `disentbook train` path), packaged by train_pretrained.py."
-    names = a.recipes or (["beta_vae_b1"] if a.tiny else list(PRETRAINED_GPU))
-    before = read_archive(archive_path(a.results, "pretrained"))          # a cut-short earlier run: keep what it finished
-    rec = json.loads(before.get("pretrained/stage.json", b"{}"))
-    kept = {k: v for k, v in before.items() if k.startswith(("pretrained/assets/", "pretrained/histories/"))} \
-        if rec.get("tiny") == bool(a.tiny) and not a.redo else {}
-    names = [n for n in names if f"pretrained/assets/{n}.json" not in kept]
-    if not (a.tiny or a.redo): names = [n for n in names if not gpu_card(n)]   # trained on a GPU by an earlier run
-    if not names: return 0, kept
-    code = f"""
-import json, sys, time
-sys.path.insert(0, {str(ROOT / 'tools')!r})
-import train_pretrained as TP
-from pathlib import Path
-from disentbook.cli import train_job
-GPU = {json.dumps({n: PRETRAINED_GPU[n] for n in names})}
-tiny, device, dev_name = {a.tiny!r}, {a.device!r}, {a.device_name!r}
-runs, dest = Path({str(work / 'runs')!r}), Path({str(work / 'pretrained')!r})
-for name, (steps, batch) in GPU.items():
-    if tiny: steps, batch = 4, 8
-    method, dataset, params, data_params, _ = TP.RECIPES[name]
-    st = dict(TP.settings(name), steps=steps, batch_size=batch)
-    t0 = time.perf_counter()
-    res = train_job(method=method, dataset=dataset, params=params, steps=steps, batch_size=batch, lr=st["lr"],
-                    latent_dim=st["latent_dim"], z_dim=st["z_dim"], s_dim=st["s_dim"], hidden=st["hidden"],
-                    out_dir=runs / name, device=device, seed=TP.SEED, data_params=data_params, evaluate=False,
-                    overwrite=True)
-    trained = dict(seconds=round(time.perf_counter() - t0, 1), steps=res["steps"])
-    TP.settings = (lambda f, n0, s: (lambda n: dict(f(n), steps=s[0], batch_size=s[1], seed=TP.SEED) if n == n0 else f(n)))(TP.settings, name, (steps, batch))
-    card = TP.package(name, runs, trained, dest)
-    for k in ("check", "selection"): card.pop(k, None)     # the CPU model's second-set MIG and seed choice: not this model's
-    card["train"]["device"] = dev_name
-    card["command"] = TP.command(name).replace("--device cpu --threads 1", "--device " + device)
-    card["recipe"] = "python3 tools/gpu_campaign.py --stage pretrained"
-    card["note"] = (f"GPU-length model: {{trained['steps']}} steps of batch {{batch}} in {{trained['seconds']:.0f}} s on "
-                    f"{{dev_name}}." + (f" Deviation: {{TP.DEVIATIONS[name]}}" if name in TP.DEVIATIONS else ""))
-    (dest / f"{{name}}.json").write_text(json.dumps(card, indent=1) + "\\n")
-    print(name, trained, flush=True)
-"""
-    rc, _ = run([sys.executable, "-c", code], log, a.remaining())
-    files = dict(kept)
-    for p in sorted((work / "pretrained").glob("*")) if (work / "pretrained").is_dir() else []:
-        files[f"pretrained/assets/{p.name}"] = p.read_bytes()
-    for p in sorted((work / "runs").glob("*/history.csv")) if (work / "runs").is_dir() else []:
-        files[f"pretrained/histories/{p.parent.name}.csv"] = p.read_bytes()
-    return rc, files
-
-
 def run_stage(a, stage: str) -> dict:
     "Run one stage, pack its archive into the results folder (and `--out`), return its stage.json."
     if not a.device.startswith("cpu"): require_gpu(stage, a.device)
@@ -333,7 +266,7 @@ def run_stage(a, stage: str) -> dict:
     log = []
     with tempfile.TemporaryDirectory(prefix=f"campaign_{stage}_") as tmp:
         work = Path(tmp)
-        fn = {"contact": stage_contact, "tests": stage_tests, "bench": stage_bench, "pretrained": stage_pretrained}.get(stage)
+        fn = {"contact": stage_contact, "tests": stage_tests, "bench": stage_bench}.get(stage)
         rc, files = fn(a, work, log) if fn else stage_paper(a, work, log, stage)
     seconds = time.perf_counter() - t0
     status = "ok" if rc == 0 else "timeout" if rc == 124 else "failed"
@@ -356,7 +289,7 @@ def run_stage(a, stage: str) -> dict:
 
 
 def unpack(a) -> int:
-    "Put what the GPU stages returned into the checkout: the throughput table, reports/<paper>-gpu/, the pretrained models."
+    "Put what the GPU stages returned into the checkout: the throughput table, reports/<paper>-gpu/."
     n, ledger = 0, read_ledger(a.ledger)
     for stage in STAGES:
         rec = stage_record(a.results, stage)
@@ -372,7 +305,6 @@ def unpack(a) -> int:
             dest = (ROOT / "benchmarks" / "throughput.json" if rel == "throughput.json" else
                     ROOT / "benchmarks" / "gpu_tests_junit.xml" if rel == "junit.xml" else
                     ROOT / "benchmarks" / "first_contact.json" if rel == "first_contact.json" else
-                    ROOT / "disentbook" / "assets" / "pretrained" / rel.split("/", 1)[1] if rel.startswith("assets/") else
                     ROOT / "reports" / f"{stage}-gpu" / rel if stage in PAPERS else None)
             if dest is None: continue
             for d in [dest] + ([ROOT / "disentbook" / "assets" / "throughput.json"] if rel == "throughput.json" else []):
@@ -483,7 +415,7 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="list the stages and whether each is done")
     ap.add_argument("--wheels", action="store_true", help="pip download the wheels the GPU machine lacks into .whl/")
     ap.add_argument("--unpack", action="store_true", help="put the GPU stages' results into the checkout (throughput table, "
-                                                          "reports/<paper>-gpu/, pretrained models)")
+                                                          "reports/<paper>-gpu/)")
     ap.add_argument("--optional", action="store_true", help="with --wheels: also ipywidgets and its dependencies")
     ap.add_argument("--python", default="3.12", help="with --wheels: the GPU machine's Python version")
     ap.add_argument("--dry-run", action="store_true", help="with --wheels: print the command only")
@@ -492,7 +424,6 @@ def main(argv=None) -> int:
     ap.add_argument("--results", default=str(ROOT / "results" / "gpu_campaign"), help="the results folder")
     ap.add_argument("--out", help="also copy the stage's archive here (on the GPU machine: $OUT)")
     ap.add_argument("--limit", type=float, default=LIMIT_S, help="seconds one stage may take")
-    ap.add_argument("--recipes", nargs="+", help="pretrained: these recipes only")
     ap.add_argument("--redo", action="store_true", help="run a stage again even when it is done")
     ap.add_argument("--ledger", default=str(LEDGER), help="the committed record of stages landed by earlier runs "
                                                           "('' for none): those stages are done")

@@ -10,6 +10,9 @@ recipe in `FROM_RUN` ships a finished reproduction run instead, and its card giv
 seconds, device, the sha256 of the weights, and its metrics on the fixed evaluation set of
 `classroom.pretrained.EVALUATIONS`, measured on the fp16 weights loaded back as float32 (what `pretrained(name)`
 returns), so `tests/test_pretrained.py` can recompute them.
+
+The dSprites models are not trained here: they are the campaign's zoo (`python3 -m disentbook campaign --stage
+zoo-models` ships each recipe whose learning curves over seeds chose its length; `disentbook.campaign.models`).
 """
 from __future__ import annotations
 import argparse, json, sys, time
@@ -19,22 +22,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # the checkout's disentbook, installed or not
-sys.path.insert(0, str(Path(__file__).resolve().parent))         # tools/campaign.py
 
 # name: (method, dataset, params, data_params, settings that differ from DEFAULTS: steps, batch_size, lr, model sizes)
 RECIPES = {
-    "beta_vae_b1": ("beta_vae", "dsprites", dict(beta=1.0), {}, {}),
-    "beta_vae_b4": ("beta_vae", "dsprites", dict(beta=4.0), {}, {}),
-    "dip_vae_i": ("dip_vae_i", "dsprites", dict(lambda_od=10.0), {}, {}),
-    "dip_vae_ii": ("dip_vae_ii", "dsprites", dict(lambda_od=5.0), {}, {}),
-    "factor_vae": ("factor_vae", "dsprites", dict(gamma=35.0), {}, {}),
-    "tcwae_mws": ("tcwae_mws", "dsprites", dict(beta=50.0, gamma=100.0), {}, {}),
-    # β-TCVAE with its defaults (β = 6, MWS), added when the curves of the six recipes above stayed below MIG 0.1
-    # (benchmarks/curves): the TC penalty of Chen et al. on the VAE, the family these recipes compare against
-    "beta_tcvae": ("beta_tcvae", "dsprites", dict(beta=6.0), {}, {}),
-    # a pilot (PILOTS below: measured, not shipped): β-TCVAE with a stronger TC weight (β = 10, the top of
-    # Chen et al.'s dSprites sweep), tried when the β = 6 recipe measured MIG 0.196-0.202 (2,500-7,500 steps)
-    "beta_tcvae_b10": ("beta_tcvae", "dsprites", dict(beta=10.0), {}, {}),
     # hidden 64 (1.4 MB in fp16 instead of 2.6 MB at 128), so that the two models below fit in the 16 MB budget
     "contrastive_w2": ("contrastive_w2", "grassy", {}, dict(per_digit=713), dict(steps=800, hidden=64)),
     # sRb-VAE on the digit style set: z (content) 8 + e (style) 8 latents as the reproduction's quick scale; lr 1e-3
@@ -49,35 +39,8 @@ RECIPES = {
     "swap_invariance": ("swap_invariance", "colored_mnist", dict(beta_sup=1.0, reduction="pixel_mean"), {},
                         dict(steps=900, batch_size=64, hidden=64, latent_dim=20)),
 }
-# recipes measured as pilots (their curves: `tools/campaign.py --stage dsprites-curves --recipes NAME`) that do not ship:
-# name -> why (reports/pretrained/README.md lists them with their curves); the default `names` leaves them out
-PILOTS = {
-    "beta_tcvae_b10": "no higher MIG than `beta_tcvae` (β = 6: 0.196 at 2,500 steps, 0.202 at 7,500) at any length measured, "
-                      "so β stays 6 and the package's size budget goes to the other models",
-}
 # what a recipe changes from its paper, and why (goes into the card's note)
 DEVIATIONS = {
-    "tcwae_mws": ("the FC layers are 256 wide (the CLI's default), where the first dSprites curves used 128: at 128 this "
-                  "recipe's MIG stayed at 0.007-0.024 over 20,000 steps (shipped at 1,000 steps, 0.007); at 256 (seed 0, the "
-                  "same settings otherwise) its curve chose 2,500 steps (0.095): one seed each, a choice made on the measured "
-                  "curves, not a measured effect of width"),
-    "beta_tcvae": ("the FC layers are 256 wide (the CLI's default and disentanglement_lib's), where the first dSprites curves "
-                   "used 128: at 128 this recipe's MIG stayed at 0.016-0.032 over 20,000 steps; a pilot at 256 (seed 0, bf16, "
-                   "the same settings otherwise) measured 0.196 at 2,500 steps, and its curve chose 2,500 (one seed each: "
-                   "the width is a choice made on a pilot, not a measured effect of width)"),
-    "factor_vae": ("the FC layers are 256 wide (the CLI's default), where the first dSprites curves used 128: at 128 this "
-                   "recipe's curve chose 5,000 steps (MIG 0.056; at most 0.067 over 20,000 steps); at 256 (seed 0, the same "
-                   "settings otherwise, the discriminator computing in fp32) MIG rose to 0.168 at 15,000 steps (0.160 at "
-                   "20,000) and its curve chose 15,000: one seed each, a choice made on the measured curves, not a measured "
-                   "effect of width"),
-    "dip_vae_ii": ("the FC layers are 256 wide (the CLI's default): its first curve at 128 was begun only (MIG 0.024, 0.018 "
-                   "at 1,000 and 2,500 steps) and the model it replaces was an earlier 1,000-step one (batch 32, MIG 0.010 on "
-                   "its card); at 256 its curve (0.049, 0.034, 0.038, 0.037, 0.038 at 1,000-10,000 steps) stopped flat and "
-                   "chose 1,000 steps: one seed, a choice made on the measured curve"),
-    "beta_vae_b1": ("the FC layers are 256 wide (the CLI's default); the model it replaces was an earlier 1,000-step one "
-                    "(batch 32, width 128, MIG 0.045 on its card, no curve); at 256 its curve (0.093, 0.072, 0.055, 0.057, "
-                    "0.062 at 1,000-10,000 steps) stopped flat and chose 1,000 steps: one seed, a choice made on the "
-                    "measured curve"),
     "swap_invariance": ("none in the weights: the paper's beta_sup = 1. The likelihood terms are per input value "
                         "(reduction='pixel_mean', the library's default and the reproduction's choice; the paper does not "
                         "say). The former recipe (beta_sup = 100 with the summed likelihood, because at weight 1 the summed "
@@ -143,27 +106,13 @@ DEFAULTS = dict(steps=1000, batch_size=32, lr=1e-3, hidden=128, latent_dim=10, z
                 seed=SEED)
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DEST = ROOT / "disentbook" / "assets" / "pretrained"
-# the dSprites recipes train at the campaign's settings (tools/campaign.py SETTINGS: batch 64, lr 5e-4, bf16 where native,
-# two threads) for the length their learning curve chose (benchmarks/curves/lengths.json, written by the campaign's
-# dsprites-models stage from benchmarks/curves/NAME.csv)
-def curve_length(name: str) -> dict | None:
-    "The length (and why) the campaign chose for dSprites recipe `name` from its learning curve; None before."
-    from dsprites_curves import lengths_file
-    if RECIPES[name][1] != "dsprites" or not lengths_file().is_file(): return None
-    return json.loads(lengths_file().read_text()).get(name)
 # the size arguments `disentbook train` reads for each kind of model
 SIZE_FLAGS = dict(vae=("latent_dim",), contrastive_vae=("z_dim", "s_dim"), ref_vae=("z_dim", "s_dim"))
 
 
 def settings(name: str) -> dict:
-    """Steps, batch size, lr, model sizes, threads and precision of recipe `name` (DEFAULTS updated by the recipe's own;
-    a dSprites recipe with a measured curve: the campaign's settings at the length its curve chose)."""
-    c = curve_length(name)
-    if c is None: return dict(DEFAULTS, **RECIPES[name][4])
-    from dsprites_curves import SETTINGS
-    return dict(DEFAULTS, **{k: SETTINGS[k] for k in ("batch_size", "lr", "latent_dim", "threads")},
-                steps=int(c["steps"]), precision=c["precision"], hidden=int(c.get("hidden", 128)),  # 128: the first curves
-                seed=int(c.get("seed", SEED)))                           # another seed: chosen by the dsprites-seeds stage
+    "Steps, batch size, lr, model sizes, threads and precision of recipe `name` (DEFAULTS updated by the recipe's own)."
+    return dict(DEFAULTS, **RECIPES[name][4])
 
 
 def _model_kind(method: str) -> str:
@@ -281,7 +230,7 @@ def adopt_run(name: str, run: Path, runs: Path) -> dict:
         ck = read_checkpoint_config(run / "train" / "checkpoint")
     except (OSError, ValueError) as e:
         raise SystemExit(f"{name}: {run} is not a finished reproduction run (settings.json, eval.json, train/checkpoint; "
-                         f"the campaign's cpu stage of its paper trains it: tools/campaign.py --next): {e}")
+                         f"the campaign's reproduction stage of its paper trains it: python3 -m disentbook campaign --next): {e}")
     method = RECIPES[name][0]
     if st.get("method") != method or ck["step"] != st["train"]["steps"]:
         raise SystemExit(f"{name}: {run} trained {st.get('method')!r} for {ck['step']} of {st['train']['steps']} steps; "
@@ -334,21 +283,6 @@ def _shift_sentence(metrics: dict | None) -> str:
 def _note(name: str, trained: dict, gate: dict | None, control: dict | None = None, metrics: dict | None = None) -> str:
     "The card's note: the budget, how the length was chosen (`LENGTHS`), the gate's numbers, the recipe's deviations."
     steps, b, sec = trained["steps"], (trained.get("settings") or settings(name))["batch_size"], trained["seconds"]
-    c = None if trained.get("from_run") else curve_length(name)
-    if c is not None:
-        st = settings(name)
-        cpu = c.get("train_cpu_seconds")
-        return (f"CPU-budget model, its length chosen by its learning curve: {steps:,} steps of batch {b} in "
-                + (f"{cpu:,.0f} CPU-seconds" if cpu == cpu and cpu else f"{sec:.0f} s") +
-                f" of training on a 2-core CPU ({st['threads']} torch threads, {c['precision']}; no GPU was available), far short "
-                "of the papers' 300,000 steps. Length: measured along one run at 1,000-20,000 steps (tools/campaign.py "
-                f"dsprites-curves; the card's `curve`), {c['why']}. On 10,000 fresh images at that length: MIG "
-                f"{c['mig']:.3f}, FactorVAE score {c['factor_vae']:.3f}, {c['active']} active latents (mean KL above "
-                "0.01 nats)." + (" COLLAPSED: no latent is active." if c["active"] == 0 else "")
-                + (f" On 10,000 other fresh images, which chose nothing: MIG {c['mig_check']:.3f}, FactorVAE score "
-                   f"{c['factor_vae_check']:.3f}." if "mig_check" in c else "")
-                + (f" Seed: {c['selection']}." if c.get("selection") else "")
-                + (f" Deviation: {DEVIATIONS[name]}" if name in DEVIATIONS else ""))
     if gate is None:
         return (f"CPU-budget model: {steps} steps of batch {b} in {sec:.0f} s on a shared CPU (no GPU was available), far "
                 "short of the papers' training; it shows a partly trained latent space, not the papers' numbers."
@@ -386,8 +320,7 @@ def _precision(run: Path) -> str:
     from disentbook.train import read_checkpoint_config
     t = read_checkpoint_config(run / "checkpoint")["train"]
     if not t.get("amp", True) or "precision" not in t: return "fp32"
-    rl = curve_length(run.name)
-    return rl["precision"] if rl else t["precision"]
+    return t["precision"]
 
 
 def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
@@ -407,29 +340,12 @@ def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
                 num_parameters=sum(p.numel() for p in model.parameters()),
                 train=dict(steps=trained["steps"], batch_size=st["batch_size"], lr=st["lr"], seed=st["seed"],
                            seconds=trained["seconds"], precision=st["precision"] if trained.get("from_run") else _precision(runs / name),
-                           **({"cpu_seconds": trained["cpu_seconds"],
-                               "seconds_note": "seconds: wall time of the campaign's chunks to this length, pauses of "
-                                               "the campaign included; cpu_seconds: CPU time of all its threads"}
-                              if trained.get("cpu_seconds") else {}),
                            device=f"cpu ({cpu_name()}, {st['threads']} torch thread(s), 2 cores shared "
                                   "with other jobs)", torch=torch.__version__,
                            **({"clock": trained["clock"]} if trained.get("from_run") else {})),
                 command=trained.get("command") or command(name), **({"run": trained["run"]} if trained.get("from_run") else {}),
                 recipe=f"python3 tools/train_pretrained.py {name}" + (f" --from-run {trained['from_run']}" if trained.get("from_run") else ""),
                 note=_note(name, trained, None), evaluation=P.EVALUATIONS[dataset])
-    if curve_length(name) is not None and not trained.get("from_run"):   # the learning curve the length was chosen from, and the figures
-        from dsprites_curves import CHECK_SEED, curve_stem, read_curve
-        keep = ("steps", "mig", "factor_vae", "active", "gap/scale", "gap/posX", "gap/posY", "gap/shape", "gap/orientation")
-        c, seed = curve_length(name), settings(name)["seed"]
-        card["curve"] = [{k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()
-                          if k in keep or k.startswith("loss/")} for r in read_curve(name, seed)]
-        card["length"] = c["why"]
-        if "mig_check" in c:                           # the length (and seed) were chosen on the curve's images: these chose nothing
-            card["check"] = dict(mig=c["mig_check"], factor_vae=c["factor_vae_check"],
-                                 images=f"10,000 fresh dSprites images drawn with seed {CHECK_SEED}, other than the curve's")
-        if c.get("selection"): card["selection"] = c["selection"]
-        card["figures"] = dict(curve=f"reports/pretrained/{name}_curve.png", traversals=f"reports/pretrained/{name}_traversals.png",
-                               curve_csv=f"benchmarks/curves/{curve_stem(name, settings(name)['hidden'], seed)}.csv")
     (dest / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")       # card without metrics first
     t0 = time.perf_counter()
     card["metrics"] = P.measure(name, root=dest)
@@ -462,7 +378,7 @@ def main(argv=None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="with --pilot: an objective parameter changed from the recipe's (repeatable)")
     a = p.parse_args(argv)
-    names = a.names or [n for n in RECIPES if n not in PILOTS]
+    names = a.names or list(RECIPES)
     bad = [n for n in names if n not in RECIPES]
     if bad: p.error(f"unknown recipe(s) {bad}; known: {', '.join(RECIPES)}")
     runs = Path(a.runs)

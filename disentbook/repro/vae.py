@@ -67,7 +67,7 @@ VAE_SCALES = dict(
                eval=dict(n=10_000, num_points=10_000, num_test=5000, factor_vae=_fv(10_000, 5000, 10_000), metrics=("mig", "dci", "factor_vae"))),
 )
 
-# cpu: quick's settings, 5 seeds, as long as the learning curve of the β-VAE row (MIG) asks (tools/campaign.py curves-vae)
+# cpu: quick's settings, 5 seeds, as long as the learning curve of the β-VAE row (MIG) asks (the campaign's curves-vae-seeds stage)
 VAE_SCALES["cpu"] = cpu_scale(VAE_SCALES["quick"], "Table 1", ("beta_vae_beta4",))
 
 def _models(cfg, options):
