@@ -18,10 +18,11 @@ import torch
 import bench_gpu as BG
 from disentbook import engine
 from disentbook.core import cpu_name
+from disentbook.ensemble import Ensemble
 
 
 def measure(b, dev, k: int, rng: str, reps: int) -> dict:
-    ens = engine.Ensemble(b.trainers("beta_vae", k, "bf16"), capture=dev.type == "cuda", precision="bf16", rng=rng)
+    ens = Ensemble(b.trainers("beta_vae", k, "bf16"), capture=dev.type == "cuda", precision="bf16", rng=rng)
     r = b.timed(ens, k, "bf16", "beta_vae", ckpt=False)
     BG.sync(dev); t0 = time.perf_counter()
     for _ in range(reps): ens._inputs()

@@ -12,7 +12,7 @@ What it measures, each as aggregate images/s (median of `--repeats` timed window
 - two methods: beta-VAE (beta = 4) and FactorVAE (gamma = 35, its MLP discriminator trained by its own Adam);
 - four modes: a bare eager PyTorch loop (beta-VAE only: the reference the ratios divide by), the `Trainer`'s eager
   step (what `runner='local'` runs), the captured single model (`engine.CapturedStep`) and vmapped, captured ensembles
-  of K members (`engine.Ensemble`, K = `--ks`);
+  of K members (`Ensemble`, K = `--ks`);
 - two precisions, each compared only with itself: strict fp32 (TF32 off for matmuls and convolutions, forward and
   backward) and bf16 autocast (the harness's default on CUDA);
 - the other papers' families (`--papers`, default contrastive, invariance, refvae): one row per model family of
@@ -43,9 +43,11 @@ from disentbook.core import default_device, make_generator, to_float_images  # n
 from disentbook.data.dsprites import DSprites  # noqa: E402
 from disentbook.data.samplers import SingleSampler  # noqa: E402
 from disentbook.objectives.vae import gaussian_kl  # noqa: E402
-from disentbook.repro import harness as H  # noqa: E402
+from disentbook.repro.declare import PAPERS  # noqa: E402
+from disentbook.repro.runs import default_model, group_jobs, member_job, sampler_fn, setup_job, train_data  # noqa: E402
 from disentbook.repro import plan as P  # noqa: E402
 from disentbook.train import TrainConfig  # noqa: E402
+from disentbook.ensemble import Ensemble, build_run
 
 METHODS = {"beta_vae": dict(beta=4.0), "factor_vae": dict(gamma=35.0)}
 TABLE = ROOT / "benchmarks" / "throughput.json"
@@ -73,17 +75,14 @@ def sync(dev):
 
 
 def harness_sampler(data, dev):
-    "The sampler `repro.harness` trains dSprites papers with (its own helper when it has one)."
-    fn = getattr(H, "_sampler_fn", None)
-    if fn is not None:
-        return fn(H.PAPERS["vae"], data)(dev)
-    return SingleSampler(H.train_data(data), device=dev, materialize=dev.type == "cuda")
+    "The sampler the reproductions train dSprites papers with (`repro.runs.sampler_fn`)."
+    return sampler_fn(PAPERS["vae"], data)(dev)
 
 
 def model_config(data) -> dict:
     "The model the harness builds for the vae / dipvae / tcwae papers on dSprites."
     with torch.random.fork_rng(devices=[]):
-        return H.default_model(dict(objective="beta_vae", params={}), data, dict(model=dict(latent_dim=10))).config
+        return default_model(dict(objective="beta_vae", params={}), data, dict(model=dict(latent_dim=10))).config
 
 
 def stats(xs: list[float]) -> dict:
@@ -105,7 +104,7 @@ class Bench:
                            amp=precision == "bf16" and self.dev.type == "cuda", progress=False)
 
     def trainers(self, method: str, k: int, precision: str, out: bool = False) -> list:
-        return [engine.build_run(dict(objective=method, params=METHODS[method], seed=i,
+        return [build_run(dict(objective=method, params=METHODS[method], seed=i,
                                       out_dir=(self.tmp / f"{method}-{i}") if out else None),
                                  self.mc, self.sampler, self.config(precision), data=self.data, device=self.dev, resume=False)
                 for i in range(k)]
@@ -142,19 +141,19 @@ class Bench:
         a, dev = self.a, self.dev
         paper, jobs, _ = P.paper_jobs(name, "smoke" if a.tiny else "gpu", device=str(dev))
         out, seen = [], set()
-        for g in H.group_jobs(jobs, device=str(dev)):
+        for g in group_jobs(jobs, device=str(dev)):
             key = (g["family"], g["mode"] == "eager", bool(g.get("host_stage")))
             if key in seen: continue                                          # one row per family, mode and host stage
             seen.add(key)
             j = jobs[g["jobs"][0]]
-            _, cfg, data, mc = H._setup(j)
-            member = dict(H._member(j, cfg), out_dir=None, seed=0)
+            _, cfg, data, mc = setup_job(j)
+            member = dict(member_job(j, cfg), out_dir=None, seed=0)
             batch = 8 if a.tiny else int(cfg["train"]["batch_size"])
             conf = TrainConfig(steps=10**9, batch_size=batch, lr=float(cfg["train"].get("lr", 1e-3)), log_every=a.window,
                                ckpt_every=0, device=str(dev), amp=precision == "bf16" and dev.type == "cuda", progress=False)
             eager = g["mode"] == "eager"
             def make(eager=eager, member=member, mc=mc, data=data, conf=conf):
-                t = engine.build_run(member, mc, H._sampler_fn(paper, data)(dev), conf, data=H.train_data(data), device=dev,
+                t = build_run(member, mc, sampler_fn(paper, data)(dev), conf, data=train_data(data), device=dev,
                                      resume=False)
                 return t if eager else engine.CapturedStep(t, capture=dev.type == "cuda", precision=precision)
             r = self.row(member["objective"], "eager" if eager else "captured_single", 1, precision, make,
@@ -294,7 +293,7 @@ def main(argv=None) -> int:
                               lambda: engine.CapturedStep(b.trainers(m, 1, prec)[0], capture=cap, precision=prec))); save()
             for k in a.ks:
                 rows.append(b.row(m, "captured_ensemble", k, prec,
-                                  lambda: engine.Ensemble(b.trainers(m, k, prec), capture=cap, precision=prec))); save()
+                                  lambda: Ensemble(b.trainers(m, k, prec), capture=cap, precision=prec))); save()
         for paper in a.papers if prec == a.precisions[-1] else ():    # at the plan's precision only (bf16 by default)
             rows.extend(b.paper_rows(paper, prec)); save()
     ok = [r for r in rows if r.get("images_per_s")]

@@ -54,12 +54,12 @@ def train_one(r: dict) -> dict:
     torch.set_num_threads(2)
     cfg = copy.deepcopy(CONTRASTIVE_SCALES["cpu"]); cfg["dataset"] = "L-MNIST"
     cfg["model"] = dict(hidden=cfg["model"]["hidden"], **LIKELIHOODS[r["likelihood"]])
-    data = ce._contrastive_data("L-MNIST", cfg, r["seed"], {})
+    data = ce.contrastive_data("L-MNIST", cfg, r["seed"], {})
     seed_everything(r["seed"])
-    model = ce._model(None, data, cfg)
+    model = ce.contrastive_model(None, data, cfg)
     obj = make_objective(r["objective"], model=model, data=data.train)
     t = cfg["train"]
-    tr = Trainer(model, obj, ce._sampler(data, "cpu"), TrainConfig(seed=r["seed"], steps=r["steps"], batch_size=t["batch_size"],
+    tr = Trainer(model, obj, ce.contrastive_sampler(data, "cpu"), TrainConfig(seed=r["seed"], steps=r["steps"], batch_size=t["batch_size"],
                                                                   lr=t["lr"], log_every=100, progress=False))
     t0 = time.time(); tr.fit()
     secs = time.time() - t0

@@ -64,9 +64,10 @@ def measure_shares(model, repeats: int = 4) -> dict:
 
 def cpu_evaluation(model, paper, spec, data) -> dict:
     "The `cpu` scale's evaluation of the row (seed 0): reconstruction, MIG, FactorVAE score, SAP."
-    from disentbook.repro import harness as H
+    from disentbook.repro.declare import PAPERS, scale_config
+    from disentbook.repro.runs import run_cfg
     table = next(t for t in paper.tables if t.name == "Table 1a")
-    rc = H.run_cfg(table.run_config(H.scale_config(paper, "cpu")), spec, table.dataset_name({**paper.options, "scale": "cpu"}))
+    rc = run_cfg(table.run_config(scale_config(paper, "cpu")), spec, table.dataset_name({**paper.options, "scale": "cpu"}))
     m = paper.evaluate(model.eval(), data, rc, 0, spec)
     return {k: round(float(m[k]), 4) for k in ("rec", "mig", "factorvae", "sap")}
 
@@ -76,7 +77,7 @@ def pilot(batch_64_checkpoint: Path, cpu_steps: int) -> dict:
     temporary folder), score it and the batch-64 run by the cpu evaluation."""
     from disentbook.campaign.papers import PaperRow
     from disentbook.repro.runs import build_trainer
-    from disentbook.train import load_model
+    from disentbook.checkpoints import load_model
     steps, row = cpu_steps * 64 // 256, PaperRow("tcwae", ROW)
     paper, spec = row.paper, row.spec
     with tempfile.TemporaryDirectory() as d:
@@ -93,8 +94,9 @@ def pilot(batch_64_checkpoint: Path, cpu_steps: int) -> dict:
 
 def main(argv=None):
     import torch
-    from disentbook.repro import harness as H
-    from disentbook.train import load_model
+    from disentbook.repro.declare import PAPERS, scale_config
+    from disentbook.repro.runs import run_cfg
+    from disentbook.checkpoints import load_model
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", help="the batch-64 TCWAE-MWS checkpoint (default: the learning curve's at the cpu length)")
     p.add_argument("--pilot", action="store_true", help="also train the batch-256 pilot (about 10 minutes on 2 cores)")
@@ -102,7 +104,7 @@ def main(argv=None):
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "mws_batch-tcwae.json"))
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
-    steps = H.scale_config(H.PAPERS["tcwae"], "cpu")["train"]["steps"]
+    steps = scale_config(PAPERS["tcwae"], "cpu")["train"]["steps"]
     from disentbook.campaign.papers import PaperRow
     ck = Path(a.checkpoint) if a.checkpoint else PaperRow("tcwae", ROW).run_dir(ROOT, 0) / "checkpoint"
     if not (ck / "config.json").is_file():

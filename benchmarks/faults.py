@@ -54,7 +54,7 @@ def train(method: str, out_dir, steps: int = 40, ckpt_every: int = 2, seed: int 
 
 def final_state(out_dir) -> dict:
     "The tensors that must match bit for bit: model, objective, optimizers (via the verified checkpoint), history."
-    from disentbook.train import load_checkpoint
+    from disentbook.checkpoints import load_checkpoint
     return load_checkpoint(Path(out_dir) / "checkpoint")["state"]
 
 def same_state(a: dict, b: dict) -> bool:
@@ -108,7 +108,7 @@ def run_to_end(method: str, out_dir, steps: int, ckpt_every: int) -> float:
 def inspect_run_dir(out_dir) -> str:
     "'none' (no checkpoint yet), 'ok' (loads and verifies) or 'BROKEN: ...'; notes leftovers of a save in progress."
     from disentbook.core import DisentbookError
-    from disentbook.train import load_checkpoint, read_checkpoint_config
+    from disentbook.checkpoints import load_checkpoint, read_checkpoint_config
     ck = Path(out_dir) / "checkpoint"
     if not (ck / "config.json").exists(): return "none"
     try: load_checkpoint(ck); read_checkpoint_config(ck)
@@ -147,7 +147,7 @@ def kill_campaign(method: str, n: int, steps: int, ckpt_every: int, work: Path, 
 def corruption_campaign(method: str, m: int, work: Path, rng: random.Random) -> dict:
     "Truncate / flip one bit of the reference checkpoint `m` times each: every load must be a CorruptFileError."
     from disentbook.core import CorruptFileError
-    from disentbook.train import load_checkpoint, read_checkpoint_config
+    from disentbook.checkpoints import load_checkpoint, read_checkpoint_config
     src = work / f"{method}-ref" / "checkpoint"
     name = read_checkpoint_config(src)["state_file"]
     c = dict(method=method, truncated=0, state_bit_flips=0, config_bit_flips=0, clear_errors=0, silent_loads=0,

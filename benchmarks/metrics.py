@@ -23,8 +23,8 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.preprocessing import MultiLabelBinarizer
 from sklearn.svm import LinearSVC
 
-from disentbook import metrics as M
-from disentbook import scores as S
+from disentbook.eval import metrics as M
+from disentbook.eval import scores as S
 
 SIZES = [3, 6, 10, 8, 4, 2, 5, 12, 7, 9]  # 10 factors, 66 classes in all
 

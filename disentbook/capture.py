@@ -12,12 +12,12 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from . import core
-from .train import Trainer
+from .train import Trainer, detached
 
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'NotReplayableError', 'draw', 'RandomReplay', 'HostReadError', 'NoHostReads', 'step_support',
-           'CaptureError']
+__all__ = ['PRECISIONS', 'NotReplayableError', 'draw', 'RandomReplay', 'HostReadError', 'NoHostReads', 'quiet_rng',
+           'step_support', 'autocast_context', 'CaptureError', 'GraphStep']
 
 # %% ../nbs/13_capture.ipynb #c77bc765
 _DRAWS = {torch.randn: "randn", torch.randn_like: "randn", torch.rand: "rand", torch.rand_like: "rand",
@@ -135,7 +135,7 @@ class NoHostReads(TorchFunctionMode):
         return func(*args, **kwargs)
 
 @contextlib.contextmanager
-def _quiet_rng():
+def quiet_rng():
     "Random draws inside the block leave the global generators (torch CPU and CUDA, numpy, random) as they were."
     import random
     import numpy as np
@@ -152,7 +152,7 @@ def _terms(trainer: Trainer, batch: dict, step, values: dict | None = None) -> l
     try:
         for n, v in values.items(): setattr(obj, n, v)
         out = obj(trainer.model, batch, step)
-        return [out, *(obj.aux_loss(a, trainer.model, batch, _detached(out), step) for a in trainer.aux_optimizers)]
+        return [out, *(obj.aux_loss(a, trainer.model, batch, detached(out), step) for a in trainer.aux_optimizers)]
     finally:
         for n, v in old.items(): setattr(obj, n, v)
 
@@ -160,8 +160,6 @@ def _same(a: list[dict], b: list[dict]) -> bool:
     return all(k in y and torch.allclose(v.float(), y[k].float(), rtol=1e-4, atol=1e-6, equal_nan=True)
                for x, y in zip(a, b) for k, v in x.items() if isinstance(v, torch.Tensor))
 
-def _detached(out: dict) -> dict:
-    return {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
 
 def step_support(trainer: Trainer, vary=(), batch_size: int = 8) -> dict:
     """What the engine can do with `trainer`'s step, decided by evaluating its terms (main and aux, no update) on one
@@ -173,7 +171,7 @@ def step_support(trainer: Trainer, vary=(), batch_size: int = 8) -> dict:
     before each step: the step itself is then evaluated with those entries, as `CapturedStep` runs it), and the verdicts
     `vmap`, `capture` with `why`."""
     t, obj = trainer, trainer.objective
-    with _quiet_rng(), torch.no_grad():
+    with quiet_rng(), torch.no_grad():
         batch = t.sampler.sample(min(int(batch_size), t.config.batch_size), core.make_generator(0, t.generator.device))
         if obj.host_stage:                                   # its host work happens before the step, as `CapturedStep` does it
             torch.manual_seed(0)
@@ -206,7 +204,7 @@ def step_support(trainer: Trainer, vary=(), batch_size: int = 8) -> dict:
 # %% ../nbs/13_capture.ipynb #2ea3e711
 PRECISIONS = (None, "fp32", "tf32", "bf16")
 
-def _autocast(precision: str | None, device: torch.device, amp: bool):
+def autocast_context(precision: str | None, device: torch.device, amp: bool):
     """The forward's autocast: bf16 on CUDA and on a CPU for 'bf16' (or for None when `amp`: the members' Trainers compute
     in bf16, `train.resolve_precision`), with `cache_enabled=False` (required inside a capture); nothing otherwise. The
     math flags ('fp32': strict, no TF32) cover the whole step, backward included: `train.precision_flags`."""
@@ -219,52 +217,55 @@ class CaptureError(core.InputError):
 
 
 # %% ../nbs/13_capture.ipynb #3ef98846
-def _decide(self, capture: bool | None):
-    "Eager or capturing, and why: the one decision of `Ensemble` and `CapturedStep` (the same code on a CPU)."
-    if self.device.type != "cuda": why = f"CUDA graphs need a CUDA device, this run is on {self.device}"
-    elif capture is False: why = "capture=False was asked for"
-    else: why = None if self.support["capture"] else self.support["why"]
-    if why is None: self.mode, self.reason = "capturing", None
-    else: self._fallback(why, warn=capture is True or (capture is None and self.device.type == "cuda"),
-                         allowed=capture is False or self.device.type != "cuda")
+class GraphStep:
+    """The capture rules a captured single model (`engine.CapturedStep`) and a captured ensemble (`ensemble.Ensemble`)
+    share: eager or capturing and why, the fallback, warm-up, capture and replay. A subclass has `device`, `support`,
+    `strict`, `warmup`, `_warm`, `_step_t`, `_tensor_step`, `_optimizers()` and its step `body(step)`."""
+    def _decide(self, capture: bool | None):
+        "Eager or capturing, and why: the one decision of `Ensemble` and `CapturedStep` (the same code on a CPU)."
+        if self.device.type != "cuda": why = f"CUDA graphs need a CUDA device, this run is on {self.device}"
+        elif capture is False: why = "capture=False was asked for"
+        else: why = None if self.support["capture"] else self.support["why"]
+        if why is None: self.mode, self.reason = "capturing", None
+        else: self._fallback(why, warn=capture is True or (capture is None and self.device.type == "cuda"),
+                             allowed=capture is False or self.device.type != "cuda")
 
-def _fallback(self, why: str, warn: bool = True, allowed: bool = False):
-    "Train eagerly and say why (`reason`); on CUDA with `strict` (and eager not asked for) raise `CaptureError` instead."
-    self.mode, self.reason, self._graph = "eager", why, None
-    if self.strict and not allowed:
-        raise CaptureError(f"the step cannot be captured as a CUDA graph ({why}) and strict=True forbids the eager "
-                           "fallback (reproduce: -o allow_eager=true allows it)")
-    if warn: warnings.warn(f"disentbook.engine: training eagerly, not as a captured CUDA graph: {why}", stacklevel=3)
+    def _fallback(self, why: str, warn: bool = True, allowed: bool = False):
+        "Train eagerly and say why (`reason`); on CUDA with `strict` (and eager not asked for) raise `CaptureError` instead."
+        self.mode, self.reason, self._graph = "eager", why, None
+        if self.strict and not allowed:
+            raise CaptureError(f"the step cannot be captured as a CUDA graph ({why}) and strict=True forbids the eager "
+                               "fallback (reproduce: -o allow_eager=true allows it)")
+        if warn: warnings.warn(f"disentbook.engine: training eagerly, not as a captured CUDA graph: {why}", stacklevel=3)
 
-def _replay_or_warm(self, step: int, body) -> torch.Tensor:
-    """The CUDA part of a captured step, shared by `Ensemble` and `CapturedStep`: set the device step counter (objectives
-    whose terms depend on the step read it), then replay the graph, or run a warm-up step on a side stream and capture
-    after `warmup` of them. `body(step)` is the step on the static inputs."""
-    self._step_t.fill_(step)
-    s = self._step_t if self._tensor_step else step
-    if self.mode == "captured":
-        self._graph.replay(); return self._static_row.clone()
-    st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())   # warm-up: real steps, on a side stream
-    with torch.cuda.stream(st): row = body(s)
-    torch.cuda.current_stream().wait_stream(st)
-    self._warm += 1
-    if self._warm >= self.warmup: self._capture(body, s if self._tensor_step else step + 1)
-    return row
+    def _replay_or_warm(self, step: int, body) -> torch.Tensor:
+        """The CUDA part of a captured step, shared by `Ensemble` and `CapturedStep`: set the device step counter (objectives
+        whose terms depend on the step read it), then replay the graph, or run a warm-up step on a side stream and capture
+        after `warmup` of them. `body(step)` is the step on the static inputs."""
+        self._step_t.fill_(step)
+        s = self._step_t if self._tensor_step else step
+        if self.mode == "captured":
+            self._graph.replay(); return self._static_row.clone()
+        st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())   # warm-up: real steps, on a side stream
+        with torch.cuda.stream(st): row = body(s)
+        torch.cuda.current_stream().wait_stream(st)
+        self._warm += 1
+        if self._warm >= self.warmup: self._capture(body, s if self._tensor_step else step + 1)
+        return row
 
-def _capture(self, body, step):
-    """Record `body(step)` as one CUDA graph; a failure is recorded (`capture_error`), the graph discarded and the stream
-    the step ran on restored, then eager (or `CaptureError`): the process stays usable."""
-    try: prev = torch.cuda.current_stream()
-    except (RuntimeError, AssertionError): prev = None            # no CUDA here: nothing to restore
-    try:
-        for o in self._optimizers(): o.zero_grad(set_to_none=True)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g): self._static_row = body(step)
-        self._graph, self.mode = g, "captured"
-    except Exception as e:
-        # `torch.cuda.graph` leaves its capture stream current when `capture_end` raises: back to the step's own stream,
-        # so the eager fallback does not run on a stream that is still capturing
-        if prev is not None: torch.cuda.set_stream(prev)
-        self._static, self._graph, self.capture_error = None, None, f"{type(e).__name__}: {e}"
-        self._fallback(f"capturing the step failed ({self.capture_error})")
-
+    def _capture(self, body, step):
+        """Record `body(step)` as one CUDA graph; a failure is recorded (`capture_error`), the graph discarded and the stream
+        the step ran on restored, then eager (or `CaptureError`): the process stays usable."""
+        try: prev = torch.cuda.current_stream()
+        except (RuntimeError, AssertionError): prev = None            # no CUDA here: nothing to restore
+        try:
+            for o in self._optimizers(): o.zero_grad(set_to_none=True)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g): self._static_row = body(step)
+            self._graph, self.mode = g, "captured"
+        except Exception as e:
+            # `torch.cuda.graph` leaves its capture stream current when `capture_end` raises: back to the step's own stream,
+            # so the eager fallback does not run on a stream that is still capturing
+            if prev is not None: torch.cuda.set_stream(prev)
+            self._static, self._graph, self.capture_error = None, None, f"{type(e).__name__}: {e}"
+            self._fallback(f"capturing the step failed ({self.capture_error})")

@@ -17,11 +17,11 @@ from .objectives.base import Objective
 
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'READABLE_FORMATS', 'CheckpointNotFoundError', 'write_checkpoint', 'clean_run_dir',
-           'read_checkpoint_config', 'state_path', 'load_checkpoint', 'load_model']
+__all__ = ['FORMAT_VERSION', 'READABLE_FORMATS', 'json_config', 'CheckpointNotFoundError', 'write_checkpoint', 'clean_run_dir',
+           'read_checkpoint_config', 'state_path', 'load_checkpoint', 'default_builder', 'load_model']
 
 # %% ../nbs/04a_checkpoints.ipynb #24f752ec
-def _json_config(obj, what: str, key: str) -> dict:
+def json_config(obj, what: str, key: str) -> dict:
     "`obj.config` as plain JSON (tuples become lists), or a clear error."
     cfg = getattr(obj, "config", None)
     if not isinstance(cfg, dict):
@@ -127,7 +127,7 @@ def _diff(saved, given, prefix="") -> list[str]:
     return [] if saved == given else [f"{prefix[:-1]}: checkpoint {saved!r}, given {given!r}"]
 
 def _check_same(path, what: str, saved: dict, obj, key: str):
-    diffs = _diff(saved, _json_config(obj, what, key))
+    diffs = _diff(saved, json_config(obj, what, key))
     if diffs: raise ConfigMismatchError(f"the checkpoint {path} was written for a different {what}; "
                                         f"differing keys: {'; '.join(diffs)}")
 
@@ -142,7 +142,7 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module | None = None, obj
     if objective is not None: objective.load_state_dict(state["objective"])
     return dict(config=cfg, state=state)
 
-def _default_builder() -> Callable[[dict], nn.Module]:
+def default_builder() -> Callable[[dict], nn.Module]:
     from disentbook.nets import build_model
     return build_model
 
@@ -150,6 +150,6 @@ def load_model(path: str | os.PathLike, builder: Callable[[dict], nn.Module] | N
                device: str | torch.device | None = None) -> nn.Module:
     "Rebuild a checkpoint's model with `builder(config)` (default `nets.build_model`), load its weights, eval mode."
     cfg = read_checkpoint_config(path)
-    model = (builder or _default_builder())(cfg["model"])
+    model = (builder or default_builder())(cfg["model"])
     load_checkpoint(path, model)
     return model.to(core.default_device(device)).eval()

@@ -8,15 +8,16 @@ import argparse, inspect, json, math, shutil, sys, time
 from pathlib import Path
 from typing import Callable
 
-from .core import REPRODUCTIONS, SCALES, DisentbookError, InputError, make_generator
+from .core import REPRODUCTIONS, SCALES, DisentbookError, InputError, make_generator, write_json
 import torch
 from .objectives.base import make_objective
-from .train import PRECISION_CHOICES, load_model, read_checkpoint_config
+from .train import PRECISION_CHOICES
+from .checkpoints import load_model, read_checkpoint_config
 # the jobs behind `train` and `evaluate` (module `jobs`), re-exported: `disentbook.cli.train_job` is what a card's command runs
 from .jobs import (DEFAULT_BATCH_SIZE, DEFAULT_LR, GROUND_TRUTH_METRICS, LOCK_NAME, RUN_FILES, TRAINING_SETS,
                              TrainingSet, build_dataset, build_model_for, check_method_dataset, clear_run, image_shape,
                              make_sampler, metrics_table, probe_features, refuse_existing, resolve_device, run_contents,
-                             run_lock, run_metrics, train_job, _write_json)
+                             run_lock, run_metrics, train_job)
 _all_ = ["DEFAULT_BATCH_SIZE", "DEFAULT_LR", "GROUND_TRUTH_METRICS", "LOCK_NAME", "RUN_FILES", "TRAINING_SETS", "TrainingSet",
          "build_dataset", "build_model_for", "check_method_dataset", "clear_run", "image_shape", "make_sampler",
          "metrics_table", "probe_features", "refuse_existing", "resolve_device", "run_contents", "run_lock", "run_metrics",
@@ -73,7 +74,8 @@ def cmd_reproduce(args):
         from disentbook.repro.plan import check_budget, plan, plan_text
         p = plan(args.name, args.scale, seed=args.seed, **extra); print(plan_text(p)); check_budget(p); return 0
     if getattr(args, "rejudge", False):                            # the current judge on finished runs; nothing trains
-        from disentbook.repro.harness import PAPERS, finish_from_runs, rejudge
+        from disentbook.repro.declare import PAPERS
+        from disentbook.repro.harness import finish_from_runs, rejudge
         if args.name not in PAPERS: raise InputError(f"--rejudge: {args.name!r} is not a harness reproduction")
         with run_lock(out):                                        # no report yet, every run evaluated: finish it
             r = (rejudge(PAPERS[args.name], out) if (out / "metrics.json").exists() or not (out / "runs").is_dir() else
@@ -95,7 +97,7 @@ def cmd_reproduce(args):
     if isinstance(report, dict) and report.get("report_path"):
         print(Path(report["report_path"]).read_text())
         if report.get("results"):                                # what trained, what it learned, what next
-            from disentbook.repro.harness import PAPERS
+            from disentbook.repro.declare import PAPERS
             from disentbook.repro.report import takeaway
             print("\n".join(takeaway(report, out, PAPERS.get(args.name))))
     return 0
@@ -230,7 +232,7 @@ def cmd_evaluate(args):
         objective = make_objective(**read_checkpoint_config(run_dir / "checkpoint")["objective"])
         rows = run_metrics(model, data, args.eval_points or run.get("eval_points", 2000), run.get("seed", 0), probe_features(objective))
         step = read_checkpoint_config(run_dir / "checkpoint")["step"]
-        _write_json(dict(method=run["method"], dataset=run["dataset"], step=step, metrics=rows), run_dir / "metrics.json")
+        write_json(dict(method=run["method"], dataset=run["dataset"], step=step, metrics=rows), run_dir / "metrics.json")
     print(f"{run['method']} on {run['dataset']} (step {step}):")
     print(metrics_table(rows))
     return 0

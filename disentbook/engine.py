@@ -14,11 +14,11 @@ from . import core
 from .core import InputError
 from .data.samplers import Sampler, SingleSampler
 from .objectives.base import make_objective
-from .train import TrainConfig, Trainer, _check_batch, precision_flags
+from .train import TrainConfig, Trainer, check_batch, precision_flags
 # the engine's whole API in one place: what a step needs (capture), the ensemble and its runs (ensemble)
 from .capture import (PRECISIONS, CaptureError, HostReadError, NoHostReads, NotReplayableError, RandomReplay,
-                                draw, step_support, _autocast, _capture, _decide, _fallback, _replay_or_warm)
-from .ensemble import Ensemble, StaticHparamError, build_run, _member_spec
+                                GraphStep, autocast_context, draw, step_support)
+from .ensemble import Ensemble, StaticHparamError, build_run, member_spec
 _all_ = ["PRECISIONS", "CaptureError", "HostReadError", "NoHostReads", "NotReplayableError", "RandomReplay", "draw",
          "step_support", "Ensemble", "StaticHparamError", "build_run"]
 
@@ -49,7 +49,7 @@ def fit_ensemble(members: list[dict], model_config: dict, data, config: TrainCon
     if not members: raise InputError("fit_ensemble needs at least one member")
     config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
     dev = core.default_device(device or config.device)
-    specs = [_member_spec(m, k) for k, m in enumerate(members)]
+    specs = [member_spec(m, k) for k, m in enumerate(members)]
     samplers = _samplers(data, sampler, dev, len(specs))
     trainers = [build_run(m, model_config, s, config, data=data, device=dev, resume=resume) for m, s in zip(specs, samplers)]
     ens = Ensemble(trainers, capture=capture, precision=precision, rng=rng, on_nan=on_nan, strict=strict).fit()
@@ -60,7 +60,7 @@ def fit_single(member: dict, model_config: dict, data, config: TrainConfig | dic
     "One member as a `CapturedStep` (captured on CUDA when its step allows, else the Trainer's eager step); its summary."
     config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
     dev = core.default_device(device or config.device)
-    m = _member_spec(member, 0)
+    m = member_spec(member, 0)
     t = build_run(m, model_config, _samplers(data, sampler, dev, 1)[0], config, data=data, device=dev, resume=resume)
     cs = CapturedStep(t, capture=capture, precision=precision, strict=strict).fit()
     h = t.history
@@ -75,7 +75,7 @@ _NOT_KEYED = ("hparams", "aux_optim", "training", "name")
 def ensemble_key(member: dict) -> tuple:
     """Members with equal keys can share an ensemble: objective name, aux optimizer settings, parameter shapes, and every
     hyper-parameter that is not a float (ints, strings, flags: vmap can only batch float hyper-parameters)."""
-    m = _member_spec(member, 0)
+    m = member_spec(member, 0)
     with torch.random.fork_rng(devices=[]):
         o = make_objective(m["objective"], **m["params"])
     shapes = tuple((n, tuple(p.shape)) for n, p in o.named_parameters())
@@ -87,7 +87,7 @@ def split_static(members: list[dict], names: list[str]) -> list[list[int]]:
     "Indices of `members` grouped by their values of the hyper-parameters `names` (as the objectives hold them)."
     out: dict = {}
     for k, m in enumerate(members):
-        m = _member_spec(m, k)
+        m = member_spec(m, k)
         with torch.random.fork_rng(devices=[]): o = make_objective(m["objective"], **m["params"])
         out.setdefault(tuple(repr(getattr(o, n, None)) for n in names), []).append(k)
     return list(out.values())
@@ -119,7 +119,7 @@ def fit_groups(members: list[dict], model_config: dict, data, config: TrainConfi
     return out
 
 # %% ../nbs/13b_engine.ipynb #fb53085b
-class CapturedStep:
+class CapturedStep(GraphStep):
     """One `Trainer`'s own step — forward, every loss term, backward, Adam, each aux net's update with its own optimizer —
     recorded once as a CUDA graph and replayed. The batch is drawn by the trainer's sampler with its own generator into
     static buffers; the objective's random draws come from the global CUDA generator, which a CUDA graph advances on
@@ -138,10 +138,9 @@ class CapturedStep:
         self.support = step_support(trainer)
         self._tensor_step = self.support["step"] == "tensor"
         self._step_t = torch.zeros((), dtype=torch.int64, device=self.device)
-        _decide(self, capture)
+        self._decide(capture)
         if self.mode == "capturing": self._capturable(True)
 
-    _fallback = _fallback
     def _optimizers(self) -> list: return [self.trainer.optimizer, *self.trainer.aux_optimizers.values()]
     def _capturable(self, on: bool):
         "Adam in capturable mode (its step counters on the device) for the graph; `False`: as the Trainer saves it."
@@ -150,7 +149,7 @@ class CapturedStep:
             for st in o.state.values():
                 if "step" in st: st["step"] = st["step"].to(self.device if on else "cpu", torch.float32)
     def _autocast(self):
-        return _autocast(self.precision, self.device, self.trainer.precision == "bf16") if self.precision is not None or self.mode != "eager" \
+        return autocast_context(self.precision, self.device, self.trainer.precision == "bf16") if self.precision is not None or self.mode != "eager" \
             else self._own_autocast()
     @property
     def precision_used(self) -> str:
@@ -172,16 +171,14 @@ class CapturedStep:
         with precision_flags(self.precision, self.device):
             if self.mode == "eager": t.train_step(); return
             step, batch = t.step, t.draw()
-            if not t._batch_checked: _check_batch(batch, t.sampler); t._batch_checked = True
+            if not t._batch_checked: check_batch(batch, t.sampler); t._batch_checked = True
             if t.objective.host_stage:                   # e.g. an exact OT plan on the host: computed here, read by the graph
                 with torch.no_grad(), self._autocast(): batch = {**batch, **t.objective.prepare(t.model, batch)}
             if self._static is None: self._static = batch
             else:
                 for k, v in batch.items(): self._static[k].copy_(v)
-            t._rows.append(_replay_or_warm(self, step, lambda s: self._body(s, self._static))); t.step = step + 1
+            t._rows.append(self._replay_or_warm(step, lambda s: self._body(s, self._static))); t.step = step + 1
 
-    def _capture(self, body, step):
-        _capture(self, body, step)
         if self.mode == "eager": self._capturable(False)
 
     def save(self, keep: bool = False):

@@ -17,13 +17,13 @@ from . import core
 from .core import ConfigMismatchError, InputError, NonFiniteLossError
 from .nets import build_model
 from .objectives.base import make_objective
-from .train import TrainConfig, Trainer, _monitor_names, precision_flags
-from .capture import (PRECISIONS, NotReplayableError, RandomReplay, _autocast, _capture, _decide,
-                                _detached, _fallback, _quiet_rng, _replay_or_warm, draw, step_support)
+from .train import TrainConfig, Trainer, detached, monitor_names, precision_flags
+from .capture import (PRECISIONS, GraphStep, NotReplayableError, RandomReplay, autocast_context, draw,
+                                quiet_rng, step_support)
 
 
 # %% auto #0
-__all__ = ['StaticHparamError', 'Ensemble', 'build_run']
+__all__ = ['StaticHparamError', 'Ensemble', 'member_spec', 'build_run']
 
 # %% ../nbs/13a_ensemble.ipynb #93ec8f5c
 class _Pair(nn.Module):
@@ -60,7 +60,7 @@ _SHARED = ("steps", "batch_size", "lr", "betas", "eps", "weight_decay", "log_eve
 def _ids(opt) -> set: return {id(p) for g in opt.param_groups for p in g["params"]}
 def _settings(opt) -> dict: return {k: opt.param_groups[0][k] for k in ("lr", "betas", "eps", "weight_decay")}
 
-class Ensemble:
+class Ensemble(GraphStep):
     """K `Trainer` runs of one architecture and one objective (seeds and hyper-parameters may differ) trained as one
     batched model: weights stacked on a leading member axis, the step `vmap`-ped over it, one Adam per optimizer over the
     stacked tensors (equal to K Adams, see above), each member's data and random numbers drawn from its own generators
@@ -80,7 +80,7 @@ class Ensemble:
         self.precision, self.rng, self.on_nan, self.warmup = precision, rng, on_nan, max(int(warmup), 1)
         self.strict, self.capture_error, self._saved_at = bool(strict), None, None
         self._check_members()
-        # the precision the vmapped step computes in: bf16 autocast on CUDA and CPUs (as `_autocast`) where asked or where
+        # the precision the vmapped step computes in: bf16 autocast on CUDA and CPUs (as `capture.autocast_context`) where asked or where
         # the members' Trainers compute in bf16; members whose Trainer would train in bf16 on a device the engine cannot
         # autocast train in fp32 here: a slower path, said aloud
         self._amp = all(getattr(t, "precision", "fp32") == "bf16" for t in trainers)
@@ -196,7 +196,7 @@ class Ensemble:
                                 exp_avg_sq=torch.stack([st[k][j]["exp_avg_sq"] for k in range(self.K)]).to(P))
 
 # %% ../nbs/13a_ensemble.ipynb #c942dac1
-def _prec(self): return _autocast(self.precision, self.device, self._amp)
+def _prec(self): return autocast_context(self.precision, self.device, self._amp)
 
 def _call(self, aux: str | None, step, params: dict, batch: dict, noise: list, out: dict | None = None,
           plan: list | None = None, record: torch.Generator | None = None):
@@ -213,16 +213,16 @@ def _prepare(self, capture: bool | None):
     batch = t0.sampler.sample(self.config.batch_size, core.make_generator(0, t0.generator.device))
     p0 = {n: p[0] for n, p in self.params.items()} | {n: b[0] for n, b in self.buffers.items()}
     self.plans = {}
-    with torch.no_grad(), self._prec(), _quiet_rng():
+    with torch.no_grad(), self._prec(), quiet_rng():
         g = core.make_generator(0, self.device)
         out, rr = self._call(None, step, p0, batch, None, record=g)
         self.plans[None] = rr.plan
         for a in self.aux_names:
-            aout, rr = self._call(a, step, p0, batch, None, out=_detached(out), record=g)
+            aout, rr = self._call(a, step, p0, batch, None, out=detached(out), record=g)
             self.plans[a] = rr.plan
     self._tensor_step = self.support["step"] == "tensor"
     self._step_t = torch.zeros((), dtype=torch.int64, device=self.device)
-    _decide(self, capture)
+    self._decide(capture)
 
 def _inputs(self) -> tuple[dict, dict]:
     "The step's batches `(K, B, ...)` and random numbers `(K, ...)`, each member's from its own generators."
@@ -241,7 +241,6 @@ def _inputs(self) -> tuple[dict, dict]:
 Ensemble._prec = _prec
 Ensemble._call = _call
 Ensemble._prepare = _prepare
-Ensemble._fallback = _fallback
 Ensemble._inputs = _inputs
 
 
@@ -272,7 +271,7 @@ def _body(self, step: int, batch: dict, noise: dict) -> torch.Tensor:
     with self._prec(): out = self._fn(None, step)(self.hparams, inputs("main"), batch, noise[None])
     norms = self._update("main", out["loss"])
     if norms is not None: out["grad_norm"] = norms
-    outs, dout = [out], _detached(out)
+    outs, dout = [out], detached(out)
     for a in self.aux_names:
         with self._prec(): aout = self._fn(a, step)(self.hparams, inputs(a), batch, noise[a], dout)
         self._update(a, aout["loss"]); outs.append(aout)
@@ -289,7 +288,7 @@ def _make_layout(self, outs) -> list:
             layout.append((i, k)); names.append(prefix + k)
     mon = {tuple(t.objective.monitor_keys()) for t in self.trainers}
     if len(mon) > 1: raise InputError(f"the members monitor different terms {sorted(mon)}: train them in separate ensembles")
-    names += _monitor_names(self.trainers[0].objective, names)
+    names += monitor_names(self.trainers[0].objective, names)
     if self.keys is not None and names != self.keys:
         raise ConfigMismatchError(f"the objective logs {names} but the checkpoint logged {self.keys}")
     self.keys = names
@@ -315,11 +314,10 @@ def _step_once(self):
             for k, v in batch.items(): self._static[0][k].copy_(v)
             for a, ns in noise.items():
                 for s, v in zip(self._static[1][a], ns): s.copy_(v)
-        row = _replay_or_warm(self, step, lambda s: self._body(s, *self._static))
+        row = self._replay_or_warm(step, lambda s: self._body(s, *self._static))
     self._rows.append(row); self.step = step + 1
 
 Ensemble.train_step = _ensemble_train_step
-Ensemble._capture = _capture
 Ensemble._optimizers = lambda self: list(self.optimizers.values())
 
 
@@ -447,7 +445,7 @@ Ensemble.history = _ensemble_history
 Ensemble.summaries = _ensemble_summaries
 
 # %% ../nbs/13a_ensemble.ipynb #d4d45e9c
-def _member_spec(m: dict, k: int) -> dict:
+def member_spec(m: dict, k: int) -> dict:
     if not isinstance(m, dict) or "objective" not in m:
         raise InputError(f"member {k}: expected a dict with 'objective' (and 'params', 'seed', 'out_dir'), got {m!r}")
     unknown = sorted(set(m) - {"objective", "params", "seed", "out_dir", "name"})
@@ -460,7 +458,7 @@ def build_run(member: dict, model_config: dict, sampler, config: TrainConfig | d
     """The separate run of `member` (objective, params, seed, out_dir): `torch.manual_seed(seed)`, the model from
     `model_config`, the objective (bound to `data` and the model when it has `bind`), a `Trainer` with `seed`; resumed
     from `out_dir/checkpoint` when `resume` and it exists. An ensemble member is exactly this run."""
-    m = _member_spec(member, 0)
+    m = member_spec(member, 0)
     config = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
     dev = core.default_device(device or config.device)
     cfg = TrainConfig.from_dict(config.to_dict() | dict(seed=m["seed"], device=str(dev)))

@@ -95,7 +95,7 @@ def clear_run(out: Path):
 # %% ../nbs/89_jobs.ipynb #60f0c04a
 import numpy as np
 import torch
-from .core import Registry, seed_everything
+from .core import Registry, seed_everything, write_json
 from .data.base import GroundTruthData, LabelledImages
 from .data.dsprites import DSprites
 from .data.digits import load_digits
@@ -107,7 +107,8 @@ from .objectives.contrastive import ContrastiveVAE
 from .objectives.refvae import RefVAE
 from .data.digit_style import DigitStyle, ReferenceSampler, make_digit_style
 from .data.colored_mnist import ColoredMNIST, PairSampler
-from .train import TrainConfig, Trainer, read_checkpoint_config
+from .train import TrainConfig, Trainer
+from .checkpoints import read_checkpoint_config
 from .eval.viz import history_figure, reconstruction_figure, save_figure, traversal_figure
 
 @dataclasses.dataclass
@@ -257,9 +258,6 @@ def metrics_table(rows: list[dict]) -> str:
 # %% ../nbs/89_jobs.ipynb #2efa8d64
 DEFAULT_BATCH_SIZE, DEFAULT_LR = 64, 5e-4
 
-def _write_json(obj, path):
-    from disentbook.core import write_json
-    write_json(obj, path)
 
 def _resume_check(out: Path, method: str, dataset: str, steps: int, batch_size, lr, precision=None) -> tuple[int, float]:
     """The checkpoint's batch size and lr. `--resume` continues a run with its own settings: a different --lr,
@@ -326,7 +324,7 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
             trainer = Trainer.resume(out / "checkpoint", sampler, model=model, objective=objective, out_dir=out, steps=steps)
         else:
             trainer = Trainer(model, objective, sampler, config, out_dir=out)
-            _write_json(dict(method=method, dataset=dataset, params=params, data_params=dict(data_params or {}), seed=seed,
+            write_json(dict(method=method, dataset=dataset, params=params, data_params=dict(data_params or {}), seed=seed,
                              eval_points=eval_points, model=model.config, device=str(dev), precision=trainer.precision,
                              precision_reason=trainer.precision_reason, precision_asked=config.precision,
                              torch=torch.__version__, threads=torch.get_num_threads()), out / "run.json")
@@ -337,6 +335,6 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
         if model.config.get("encoder") == "gaussian": save_figure(traversal_figure(model, x[:1], x_kl=x), out / "traversals.png")
         save_figure(history_figure(trainer.history, title=f"{method} on {dataset}"), out / "losses.png")
         rows = run_metrics(model, data, eval_points, seed, probe_features(trainer.objective)) if evaluate else []
-        if rows: _write_json(dict(method=method, dataset=dataset, step=trainer.step, metrics=rows), out / "metrics.json")
+        if rows: write_json(dict(method=method, dataset=dataset, step=trainer.step, metrics=rows), out / "metrics.json")
     return dict(steps=trainer.step, out_dir=str(out), history=trainer.history, metrics=rows, dataset=dataset,
                 precision=trainer.precision)

@@ -19,16 +19,17 @@ from .core import ConfigMismatchError, InputError, NonFiniteLossError
 from .objectives.base import Objective, make_objective
 # the checkpoint format (module `checkpoints`), re-exported: `train.load_model` and friends keep working
 from .checkpoints import (FORMAT_VERSION, READABLE_FORMATS, CheckpointNotFoundError, clean_run_dir, load_checkpoint,
-                                    load_model, read_checkpoint_config, state_path, write_checkpoint, _json_config,
-                                    _default_builder)
+                                    load_model, read_checkpoint_config, state_path, write_checkpoint, json_config,
+                                    default_builder)
 _all_ = ["FORMAT_VERSION", "READABLE_FORMATS", "CheckpointNotFoundError", "clean_run_dir", "load_checkpoint", "load_model",
          "read_checkpoint_config", "state_path", "write_checkpoint"]
 
 
 # %% auto #0
-__all__ = ['PRECISION_CHOICES', 'cpu_native_bf16', 'TrainConfig', 'precision_flags', 'resolve_precision', 'Trainer', 'model_spec',
-           'FORMAT_VERSION', 'READABLE_FORMATS', 'CheckpointNotFoundError', 'clean_run_dir', 'load_checkpoint',
-           'load_model', 'read_checkpoint_config', 'state_path', 'write_checkpoint']
+__all__ = ['PRECISION_CHOICES', 'cpu_native_bf16', 'TrainConfig', 'detached', 'precision_flags', 'resolve_precision',
+           'monitor_names', 'Trainer', 'check_batch', 'model_spec', 'FORMAT_VERSION', 'READABLE_FORMATS',
+           'CheckpointNotFoundError', 'clean_run_dir', 'load_checkpoint', 'load_model', 'read_checkpoint_config',
+           'state_path', 'write_checkpoint']
 
 # %% ../nbs/04_train.ipynb #c679a00a
 def _integer(v, lo: int):
@@ -104,7 +105,7 @@ class TrainConfig:
 def _set_trainable(params, flag: bool):
     for p in params: p.requires_grad_(flag)
 
-def _detached(out: dict) -> dict:
+def detached(out: dict) -> dict:
     return {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
 
 
@@ -150,7 +151,7 @@ def resolve_precision(precision: str, device, amp: bool = True) -> tuple[str, st
 
 
 # %% ../nbs/04_train.ipynb #aeb1e24e
-def _monitor_names(objective, names: list[str]) -> list[str]:
+def monitor_names(objective, names: list[str]) -> list[str]:
     "The objective's monitored terms, logged after the step's own `names` (a name in both is an error)."
     mon = list(objective.monitor_keys())
     if set(mon) & set(names): raise InputError(f"{objective.name}: monitored terms {sorted(set(mon) & set(names))} are also step terms")
@@ -161,7 +162,7 @@ class Trainer:
     def __init__(self, model: nn.Module, objective: Objective, sampler, config: TrainConfig | dict | None = None,
                  out_dir: str | os.PathLike | None = None):
         self.config = c = config if isinstance(config, TrainConfig) else TrainConfig.from_dict(config or {})
-        _json_config(model, "model", "kind"); _json_config(objective, "objective", "name")
+        json_config(model, "model", "kind"); json_config(objective, "objective", "name")
         if not callable(getattr(sampler, "sample", None)):
             raise InputError(f"the sampler ({type(sampler).__name__}) has no sample(batch_size, generator) method")
         self.device = core.default_device(c.device)
@@ -217,7 +218,7 @@ class Trainer:
         params, opt = self._aux_params[name], self.aux_optimizers[name]
         _set_trainable(self._main_params, False); _set_trainable(params, True)
         try:
-            with self._autocast(): aout = self.objective.aux_loss(name, self.model, batch, _detached(out), step)
+            with self._autocast(): aout = self.objective.aux_loss(name, self.model, batch, detached(out), step)
             opt.zero_grad(set_to_none=True)
             aout["loss"].backward()
             opt.step()
@@ -236,7 +237,7 @@ class Trainer:
                                      f"{tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__}"
                                      " (prefix the key with '_' to pass it to aux_loss without logging)")
                 layout.append((i, k)); names.append(prefix + k)
-        names += _monitor_names(self.objective, names)
+        names += monitor_names(self.objective, names)
         if self.keys is not None and names != self.keys:
             raise ConfigMismatchError(f"the objective logs {names} but the checkpoint logged {self.keys}")
         self.keys = names
@@ -253,7 +254,7 @@ class Trainer:
         "One training step (batch, main update, aux updates); its terms stay on the device."
         step = self.step
         batch = self.draw()
-        if not self._batch_checked: _check_batch(batch, self.sampler); self._batch_checked = True
+        if not self._batch_checked: check_batch(batch, self.sampler); self._batch_checked = True
         out = self.main_update(batch, step)
         outs = [out, *(self.aux_update(n, batch, out, step) for n in self.aux_optimizers)] if self.aux_optimizers else [out]
         if self._layout is None: self._layout = self._make_layout(outs)
@@ -351,11 +352,11 @@ class Trainer:
                **overrides) -> Trainer:
         "A trainer continuing the checkpoint at `path`; model (`builder`) and objective (`make_objective`) rebuilt from it if not given."
         cfg = read_checkpoint_config(path)
-        if model is None: model = (builder or _default_builder())(cfg["model"])
+        if model is None: model = (builder or default_builder())(cfg["model"])
         if objective is None: objective = make_objective(**cfg["objective"])
         config = TrainConfig.from_dict({**cfg["train"], **overrides})
         return cls(model, objective, sampler, config, out_dir=out_dir).load(path)
-def _check_batch(batch, sampler) -> None:
+def check_batch(batch, sampler) -> None:
     "Validate the first batch of a sampler: a dict whose image entries (`x`, `y`, `sampler.image_keys`) are valid."
     who = type(sampler).__name__
     if not isinstance(batch, dict):
@@ -419,8 +420,8 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
                  rng=_rng_state(self.generator), keys=list(self.keys or []), pending=pending,
                  history=torch.tensor(self._history, dtype=torch.float64).reshape(-1, n))
     cfg = dict(format_version=FORMAT_VERSION, step=self.step,
-               model=_json_config(self.model, "model", "kind"),
-               objective=_json_config(self.objective, "objective", "name"),
+               model=json_config(self.model, "model", "kind"),
+               objective=json_config(self.objective, "objective", "name"),
                train=self.config.to_dict(), torch_version=torch.__version__, train_seconds=self.elapsed(),
                train_clock=self.train_clock,
                disentbook_version=sys.modules["disentbook"].__version__)   # the package: imported before any module of it

@@ -39,7 +39,8 @@ NOTEBOOK_CELLS = [
     """\
 import torch
 from disentbook.nets import VAE
-from disentbook.classroom.widgets import LatentExplorer, check_button
+from disentbook.classroom.widgets import LatentExplorer
+from disentbook.classroom.checks import check_button
 torch.manual_seed(0)
 model = VAE(image_size=28, latent_dim=3).eval()
 images = torch.randint(0, 256, (4, 1, 28, 28), dtype=torch.uint8)

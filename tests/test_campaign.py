@@ -137,10 +137,9 @@ def test_plan_minutes_read_from_the_stage_log():
 
 def test_unpack_measures_the_references_a_gpu_stage_left_for_later(tmp_path, monkeypatch, capsys):
     "A paper stage run with references=later is re-judged by --unpack (references measured on the CPU); others are left alone."
-    from disentbook.repro import harness as H
     monkeypatch.setattr(G, "ROOT", tmp_path)
     seen = []
-    monkeypatch.setattr(H, "rejudge", lambda paper, out: seen.append((paper.name, Path(out).name)))
+    monkeypatch.setattr("disentbook.repro.harness.rejudge", lambda paper, out: seen.append((paper.name, Path(out).name)))
     out = tmp_path / "reports" / "dipvae-gpu"; out.mkdir(parents=True)
     (out / "metrics.json").write_text(json.dumps(dict(paper="dipvae", options=dict(references="here"), notes=[])))
     G.judge_deferred("dipvae"); assert seen == []

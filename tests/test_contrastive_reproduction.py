@@ -5,8 +5,11 @@ from pathlib import Path
 import pytest
 
 from disentbook.core import REPRODUCTIONS, InputError, paper_values
-from disentbook.repro.contrastive import AFFECTNET_CLASSES, CONTRASTIVE, CONTRASTIVE_SCALES, METHODS, contrastive_claims, load_dataset, reproduce_contrastive
-from disentbook.repro.harness import judge_claim, paper_lookup, scale_config
+from disentbook.repro.contrastive import CONTRASTIVE, CONTRASTIVE_SCALES, METHODS, contrastive_claims, reproduce_contrastive
+from disentbook.repro.contrastive_eval import AFFECTNET_CLASSES, load_dataset
+from disentbook.repro.claims import judge_claim
+from disentbook.repro.declare import scale_config
+from disentbook.repro.report import paper_lookup
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +36,10 @@ def test_the_gate_tells_an_untrained_model_from_a_trained_one():
     """Untrained networks of this architecture cluster the digits in s above chance, so "did it learn" also asks for
     reconstructions better than the mean image: an untrained decoder fails it, a few hundred steps pass it."""
     import torch
-    from disentbook.repro.contrastive import GATES, _contrastive_data, _model, reconstruction_errors
-    from disentbook.repro.harness import learned_rows
+    from disentbook.repro.contrastive import GATES
+    from disentbook.repro.contrastive_eval import reconstruction_errors
+    from disentbook.repro.contrastive_eval import contrastive_data, contrastive_model
+    from disentbook.repro.verdicts import learned_rows
     from disentbook.train import TrainConfig, Trainer
     from disentbook.objectives.base import make_objective
     from disentbook.data.samplers import TargetBackgroundSampler
@@ -43,10 +48,10 @@ def test_the_gate_tells_an_untrained_model_from_a_trained_one():
     # against 0.0227 at 600-1,200 steps), which the notebook reports
     cfg = scale_config(CONTRASTIVE, "smoke", dict(likelihood="gaussian"))
     assert cfg["model"]["likelihood"] == "gaussian"
-    data = _contrastive_data("L-MNIST", cfg, 0, dict(CONTRASTIVE.options))
+    data = contrastive_data("L-MNIST", cfg, 0, dict(CONTRASTIVE.options))
     assert {g.metric for g in GATES} >= {"rec_error_x", "ca_s"}
     torch.manual_seed(0)
-    model = _model(METHODS[0], data, dict(cfg, dataset="L-MNIST"))
+    model = contrastive_model(METHODS[0], data, dict(cfg, dataset="L-MNIST"))
     untrained = reconstruction_errors(model, data)
     assert untrained["rec_error_x"] > untrained["mean_image_error_x"]
     obj = make_objective("contrastive_w2_dirac", model=model)
@@ -87,7 +92,7 @@ def test_claims_hold_on_the_papers_own_numbers():
     """The paper's Table 1 as 5 seeds with an assumed 1 % spread (it prints none): none of the paper's claims (1)-(5) fails
     on its own numbers on L-MNIST or NL-MNIST and claim (1) holds; ours are labelled."""
     from types import SimpleNamespace
-    from disentbook.repro.harness import paper_seeds
+    from disentbook.repro.verdicts import paper_seeds
     ctx = SimpleNamespace(options=dict(datasets=None), cfg=dict(datasets=("L-MNIST", "NL-MNIST")), specs={}, row=lambda s: s["row"])
     claims = contrastive_claims(ctx)
     for ds in ("L-MNIST", "NL-MNIST"):
@@ -103,7 +108,7 @@ def test_scales():
     assert set(CONTRASTIVE_SCALES) == {"smoke", "quick", "cpu", "gpu", "paper"} and CONTRASTIVE_SCALES["quick"]["seeds"] >= 3
     p = scale_config(CONTRASTIVE, "paper")
     assert p["train"]["batch_size"] == 128 and p["train"]["lr"] == 1e-3
-    from disentbook.repro.harness import train_config
+    from disentbook.repro.runs import train_config
     from types import SimpleNamespace
     fake = SimpleNamespace(train=SimpleNamespace(target=[0] * 49_860))
     assert train_config(p, 0, "cpu", fake).steps == 77_907                       # 200 epochs of 49,860 at batch 128

@@ -10,6 +10,7 @@ from disentbook.core import CorruptFileError, DataNotFoundError, InputError
 from disentbook.data import digits
 from disentbook.data.digits import (EMBEDDED_COUNTS, EMBEDDED_SOURCE, MNIST_FILES, digits_source, embedded_digits,
                                     load_digits, split_indices)
+from disentbook.core import sha256_file
 
 TRAIN_COUNTS = [851, 977, 841, 882, 830, 713, 864, 920, 794, 828]
 
@@ -78,7 +79,7 @@ def test_sha256_checked_once(tmp_path, monkeypatch):
     p = _copy_asset(tmp_path)
     monkeypatch.setattr(digits, "EMBEDDED_DIGITS", p)
     calls = []
-    real = digits.sha256_file
+    real = sha256_file
     monkeypatch.setattr(digits, "sha256_file", lambda f: calls.append(f) or real(f))
     digits._checked_embedded.cache_clear()
     for _ in range(3): embedded_digits()

@@ -37,7 +37,9 @@ def test_smoke_end_to_end(tmp_path):
 
 def test_findings_hold_on_the_papers_own_numbers():
     "The paper's Table 1 as 5 seeds with a 1 % spread: findings (1)-(3) hold; a worse DIP-VAE-I breaks (1)."
-    from disentbook.repro.harness import judge_claim, paper_lookup, paper_seeds
+    from disentbook.repro.claims import judge_claim
+    from disentbook.repro.report import paper_lookup
+    from disentbook.repro.verdicts import paper_seeds
     paper = paper_lookup("dipvae", "Table 1", "dsprites")
     seeds = paper_seeds(paper, 5, rel_sd=0.01)
     assert [judge_claim(c, seeds)["verdict"] for c in R.FINDINGS] == ["holds", "holds", "holds"]
@@ -102,7 +104,7 @@ def test_celeba_tables_1_and_2_on_a_fixture(tmp_path, monkeypatch):
 def test_tradeoff_claim_on_a_sweep():
     "Figure 1's claim is built from the sweep's seed means (budget 1.5× the VAE's error) and judged on seeds."
     from types import SimpleNamespace
-    from disentbook.repro.harness import judge_claim
+    from disentbook.repro.claims import judge_claim
     pts = {"VAE": (0.10, 0.010), "β-VAE β=16": (0.30, 0.014), "β-VAE β=64": (0.60, 0.030),
            "DIP-VAE-I λod=10": (0.20, 0.011), "DIP-VAE-II λod=100": (0.40, 0.013)}
     obj = {"VAE": "vae", "β-VAE β=16": "beta_vae", "β-VAE β=64": "beta_vae", "DIP-VAE-I λod=10": "dip_vae_i", "DIP-VAE-II λod=100": "dip_vae_ii"}

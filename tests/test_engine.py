@@ -10,7 +10,11 @@ from disentbook import engine
 from disentbook.core import ConfigMismatchError, InputError, NonFiniteLossError, make_generator
 from disentbook.data.base import LabelledImages
 from disentbook.data.samplers import SingleSampler
-from disentbook.train import Trainer, TrainConfig, load_checkpoint, load_model, read_checkpoint_config
+from disentbook.train import Trainer, TrainConfig
+from disentbook.checkpoints import load_checkpoint, load_model, read_checkpoint_config
+from disentbook.capture import CaptureError, GraphStep, NotReplayableError, RandomReplay
+from disentbook.ensemble import Ensemble, build_run
+from disentbook.objectives.base import make_objective
 from training_checks import assert_same_training
 
 MODEL = dict(kind="vae", image_size=28, channels=1, latent_dim=4, hidden=32)
@@ -31,7 +35,7 @@ def cfg(**kw):
 
 
 def separate(member, data, config):
-    t = engine.build_run({**member, "out_dir": None}, MODEL, SingleSampler(data, device="cpu"), config, data=data)
+    t = build_run({**member, "out_dir": None}, MODEL, SingleSampler(data, device="cpu"), config, data=data)
     return t.fit()
 
 
@@ -43,7 +47,7 @@ def assert_same_weights(a, b, atol=2e-4):
 
 def initial_weights(member, data, config):
     "The weights a run of `member` starts from (build_run seeds the model from the member's seed)."
-    t = engine.build_run({**member, "out_dir": None}, MODEL, SingleSampler(data, device=config.device), config, data=data)
+    t = build_run({**member, "out_dir": None}, MODEL, SingleSampler(data, device=config.device), config, data=data)
     return {k: v.detach().clone() for k, v in t.model.state_dict().items()}
 
 
@@ -71,7 +75,7 @@ def test_ensemble_equals_separate_runs_and_checkpoints_load_alone(kind, data, tm
         ck = m["out_dir"] / "checkpoint"
         assert read_checkpoint_config(ck)["train"]["seed"] == m["seed"]
         assert_same_weights(load_model(ck, device="cpu"), alone.model, atol=1e-3)
-        obj = engine.make_objective(m["objective"], **m["params"])
+        obj = make_objective(m["objective"], **m["params"])
         load_checkpoint(ck, objective=obj)
         assert_same_weights(obj, alone.objective, atol=1e-3)
         assert (m["out_dir"] / "history.csv").is_file()
@@ -93,7 +97,7 @@ def test_ensemble_resumes_from_member_checkpoints(data, tmp_path):
 def test_nan_stops_only_its_member(data, tmp_path):
     members = [m | dict(out_dir=tmp_path / f"m{k}") for k, m in enumerate(GRIDS["adversarial"])]
     sampler = SingleSampler(data, device="cpu")
-    ens = engine.Ensemble([engine.build_run(m, MODEL, sampler, cfg(), data=data) for m in members])
+    ens = Ensemble([build_run(m, MODEL, sampler, cfg(), data=data) for m in members])
     with torch.no_grad(): ens.params["model.encoder.fc.2.bias"][1, 0] = float("nan")
     with pytest.warns(UserWarning, match=r"member 1 \(factor_vae.*seed 7\): term 'loss' is nan at step 0"):
         ens.fit()
@@ -102,7 +106,7 @@ def test_nan_stops_only_its_member(data, tmp_path):
     assert len(s[1]["history"]) == 0 and s[1]["checkpoint"] is None and not (tmp_path / "m1" / "checkpoint").exists()
     for k in (0, 2):
         assert_same_weights(load_model(tmp_path / f"m{k}" / "checkpoint", device="cpu"), separate(members[k], data, cfg()).model)
-    ens2 = engine.Ensemble([engine.build_run({**m, "out_dir": None}, MODEL, sampler, cfg(), data=data) for m in members],
+    ens2 = Ensemble([build_run({**m, "out_dir": None}, MODEL, sampler, cfg(), data=data) for m in members],
                            on_nan="raise")
     with torch.no_grad(): ens2.params["model.encoder.fc.2.bias"][2, 0] = float("inf")
     with pytest.raises(NonFiniteLossError, match=r"member 2 \(factor_vae"): ens2.fit()
@@ -110,7 +114,7 @@ def test_nan_stops_only_its_member(data, tmp_path):
 
 def test_captured_step_on_cpu_warns_once_and_equals_trainer(data):
     m = GRIDS["adversarial"][1]
-    t = engine.build_run(m, MODEL, SingleSampler(data, device="cpu"), cfg(), data=data)
+    t = build_run(m, MODEL, SingleSampler(data, device="cpu"), cfg(), data=data)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         cs = engine.CapturedStep(t).fit()
@@ -121,25 +125,25 @@ def test_captured_step_on_cpu_warns_once_and_equals_trainer(data):
 
 
 def test_random_replay_rejects_unsupported_draws():
-    with engine.RandomReplay(generator=make_generator(0)):
-        with pytest.raises(engine.NotReplayableError, match="bernoulli"): torch.bernoulli(torch.full((4,), 0.5))
-        with pytest.raises(engine.NotReplayableError, match="explicit generator"):
+    with RandomReplay(generator=make_generator(0)):
+        with pytest.raises(NotReplayableError, match="bernoulli"): torch.bernoulli(torch.full((4,), 0.5))
+        with pytest.raises(NotReplayableError, match="explicit generator"):
             torch.randn(3, generator=make_generator(1))
     plan = [("randn", (2,), torch.float32, torch.device("cpu"))]
-    with engine.RandomReplay(plan, [torch.zeros(2)]):
+    with RandomReplay(plan, [torch.zeros(2)]):
         torch.randn(2)
-        with pytest.raises(engine.NotReplayableError, match="no more draws"): torch.rand(2)
+        with pytest.raises(NotReplayableError, match="no more draws"): torch.rand(2)
 
 
 def test_members_that_cannot_share_an_ensemble(data):
     s = SingleSampler(data, device="cpu")
-    a = engine.build_run(GRIDS["adversarial"][0], MODEL, s, cfg(), data=data)
-    b = engine.build_run({**GRIDS["adversarial"][1], "params": dict(gamma=10.0, disc_lr=1e-3, **DISC)}, MODEL, s, cfg(), data=data)
-    with pytest.raises(ConfigMismatchError, match="aux optimizers"): engine.Ensemble([a, b])
-    c = engine.build_run(GRIDS["mws"][0], MODEL, s, cfg(), data=data)
-    d = engine.build_run({**GRIDS["mws"][1], "params": dict(beta=6.0, dataset_size=N_DATA, estimator="mss")}, MODEL, s, cfg(),
+    a = build_run(GRIDS["adversarial"][0], MODEL, s, cfg(), data=data)
+    b = build_run({**GRIDS["adversarial"][1], "params": dict(gamma=10.0, disc_lr=1e-3, **DISC)}, MODEL, s, cfg(), data=data)
+    with pytest.raises(ConfigMismatchError, match="aux optimizers"): Ensemble([a, b])
+    c = build_run(GRIDS["mws"][0], MODEL, s, cfg(), data=data)
+    d = build_run({**GRIDS["mws"][1], "params": dict(beta=6.0, dataset_size=N_DATA, estimator="mss")}, MODEL, s, cfg(),
                          data=data)
-    with pytest.raises(ConfigMismatchError, match="estimator"): engine.Ensemble([c, d])
+    with pytest.raises(ConfigMismatchError, match="estimator"): Ensemble([c, d])
     with pytest.raises(InputError, match="unknown key"): engine.fit_ensemble([dict(objective="vae", beta=2)], MODEL, data, cfg())
     assert engine.ensemble_key(GRIDS["plain"][0]) == engine.ensemble_key(GRIDS["plain"][2])
     assert engine.ensemble_key(GRIDS["plain"][0]) != engine.ensemble_key(GRIDS["adversarial"][0])
@@ -170,7 +174,7 @@ def test_captured_equals_eager_on_cuda(kind, precision, data):
     config = cfg(steps=20, log_every=10, device="cuda", batch_size=32)
     out = {}
     for capture in (False, True):
-        t = engine.build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
+        t = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
         out[capture] = engine.CapturedStep(t, capture=capture, precision=precision).fit()
     assert out[True].mode == "captured" and out[False].mode == "eager"
     assert_same_training(out[False].trainer.model, out[True].trainer.model, initial_weights(m, data, config))
@@ -185,7 +189,7 @@ def test_eager_and_captured_runs_save_on_cuda(data, tmp_path):
     config = cfg(steps=4, log_every=2, device="cuda")
     for capture in (False, True):
         m = GRIDS["adversarial"][0] | dict(out_dir=tmp_path / f"c{int(capture)}")
-        t = engine.build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
+        t = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
         engine.CapturedStep(t, capture=capture, precision="bf16").fit()
         assert (m["out_dir"] / "checkpoint").exists()
         load_checkpoint(m["out_dir"] / "checkpoint")
@@ -197,7 +201,7 @@ def test_captured_ensemble_equals_separate_runs_on_cuda(data):
     res = engine.fit_ensemble(GRIDS["adversarial"], MODEL, data, config, capture=True, precision="fp32")
     assert all(r["mode"] == "captured" for r in res)
     for m, r in zip(GRIDS["adversarial"], res):
-        t = engine.build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
+        t = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
         torch.backends.cudnn.allow_tf32 = False
         try: t.fit()
         finally: torch.backends.cudnn.allow_tf32 = True
@@ -218,7 +222,7 @@ BF16_ENSEMBLE = {"beta_vae": {}, "vae": {}, "dip_vae_i": {}, "dip_vae_ii": {}, "
 def test_bf16_ensembles_replay_their_draws_without_falling_back(objective, data, monkeypatch):
     from disentbook.objectives.base import OBJECTIVES
     params = {k: v for k, v in BF16_ENSEMBLE[objective].items() if k in OBJECTIVES[objective].params}
-    monkeypatch.setattr(engine, "_autocast", lambda precision, device, amp: torch.autocast("cpu", dtype=torch.bfloat16,
+    monkeypatch.setattr(engine, "autocast_context", lambda precision, device, amp: torch.autocast("cpu", dtype=torch.bfloat16,
                                                                                              cache_enabled=False))
     members = [dict(objective=objective, params=params, seed=s) for s in (0, 1)]
     with warnings.catch_warnings():
@@ -230,13 +234,13 @@ def test_bf16_ensembles_replay_their_draws_without_falling_back(objective, data,
 
 def test_a_fallback_to_single_models_is_never_silent(data, monkeypatch):
     "A group whose step cannot be vmapped trains member by member with a warning and `fallback` in every summary."
-    def refuse(*a, **k): raise engine.NotReplayableError("a stand-in refusal")
+    def refuse(*a, **k): raise NotReplayableError("a stand-in refusal")
     monkeypatch.setattr(engine, "fit_ensemble", refuse)
     members = [dict(objective="beta_vae", seed=s) for s in (0, 1)]
     with pytest.warns(UserWarning, match="one by one"):
         res = engine.fit_groups(members, MODEL, data, cfg(steps=2, log_every=1))
     assert all(r["fallback"].startswith("ensemble -> single models") for r in res)
-    with pytest.raises(engine.CaptureError, match="forbids the fallback"):
+    with pytest.raises(CaptureError, match="forbids the fallback"):
         engine.fit_groups(members, MODEL, data, cfg(steps=2, log_every=1), strict=True)
 
 
@@ -259,6 +263,6 @@ def test_a_failed_capture_restores_the_stream_and_falls_back(monkeypatch):
     why = []
     self = SimpleNamespace(_optimizers=lambda: [], _static=("inputs",), mode="capturing", _graph=None,
                            _fallback=lambda w, **k: (why.append(w), setattr(self, "mode", "eager")))
-    engine._capture(self, lambda step: torch.zeros(3), 5)
+    GraphStep._capture(self, lambda step: torch.zeros(3), 5)
     assert current[0] == "step stream" and self._graph is None and self._static is None and self.mode == "eager"
     assert "capturing the step failed (RuntimeError: operation not permitted" in why[0] and self.capture_error.startswith("RuntimeError")

@@ -16,8 +16,15 @@ from disentbook.data.samplers import SingleSampler
 from disentbook.nets import VAE
 from disentbook.objectives.base import OBJECTIVES, register_objective
 from disentbook.objectives.vae import BetaVAE
-from disentbook.repro import harness as H
+from disentbook.repro.declare import Metric, PAPERS, Paper, Table, scale_config
+from disentbook.repro.figures import Context
+from disentbook.repro.harness import register_reproduction, reproduction_jobs
+from disentbook.repro.runs import HARNESS_OPTIONS, group_jobs, train_ensembles
 from disentbook.train import TrainConfig, model_spec
+from disentbook.capture import CaptureError, HostReadError, NoHostReads, step_support
+from disentbook.checkpoints import write_checkpoint
+from disentbook.ensemble import Ensemble, StaticHparamError, build_run
+from disentbook.objectives.base import make_objective
 from training_checks import assert_same_training
 
 MODEL = dict(kind="vae", image_size=28, channels=1, latent_dim=4, hidden=32)
@@ -95,7 +102,7 @@ def cfg(**kw):
 
 
 def run(member, data, config=None):
-    return engine.build_run(member, MODEL, SingleSampler(data, device="cpu"), config or cfg(), data=data)
+    return build_run(member, MODEL, SingleSampler(data, device="cpu"), config or cfg(), data=data)
 
 
 def close_weights(a, b, atol=1e-3):
@@ -105,7 +112,7 @@ def close_weights(a, b, atol=1e-3):
 # --- what the engine can do with a step: decided on the CPU --------------------------------------------------------
 
 def test_step_support_decides_vmap_capture_and_static_hyperparameters(data):
-    s = lambda name, vary=(), **p: engine.step_support(run(dict(objective=name, params=p), data), vary=vary)
+    s = lambda name, vary=(), **p: step_support(run(dict(objective=name, params=p), data), vary=vary)
     assert s("beta_vae") | {} == dict(replay=None, host=None, step="none", static=[], vmap=True, capture=True, host_stage=None, why=None)
     d = s("t_drop"); assert not d["vmap"] and d["capture"] and "dropout" in d["replay"]
     h = s("t_host"); assert not h["vmap"] and not h["capture"] and "item" in h["host"] and "test_engine_papers.py" in h["host"]
@@ -117,8 +124,8 @@ def test_step_support_decides_vmap_capture_and_static_hyperparameters(data):
 
 def test_dip_vae_lambda3_0_and_200_train_in_separate_ensembles(data):
     members = [dict(objective="dip_vae_ii", params=dict(lambda_od=5.0, lambda_3=l3), seed=s) for s, l3 in [(0, 0.0), (1, 200.0), (2, 0.0)]]
-    with pytest.raises(engine.StaticHparamError, match="lambda_3"):
-        engine.Ensemble([run(m, data) for m in members])
+    with pytest.raises(StaticHparamError, match="lambda_3"):
+        Ensemble([run(m, data) for m in members])
     assert engine.ensemble_key(members[0]) == engine.ensemble_key(members[1])   # one key: the split comes from the probe
     res = engine.fit_groups(members, MODEL, data, cfg())
     assert [r["members"] for r in res] == [2, 1, 2] and all(r["status"] == "ok" for r in res)
@@ -159,17 +166,17 @@ def test_captured_step_on_cpu_is_the_trainer_and_says_why(data):
 # --- defects -----------------------------------------------------------------------------------------------------
 
 def test_a_failed_capture_is_recorded_and_strict_refuses_it(data):
-    ens = engine.Ensemble([run(dict(objective="beta_vae", params=dict(beta=1.0)), data)])
+    ens = Ensemble([run(dict(objective="beta_vae", params=dict(beta=1.0)), data)])
     with pytest.warns(UserWarning, match="capturing the step failed"):
         ens._capture(lambda s: 1 / 0, 0)                               # what a failing capture runs into
     assert ens.mode == "eager" and ens.capture_error and ens.reason.startswith("capturing the step failed")
-    strict = engine.Ensemble([run(dict(objective="beta_vae", params=dict(beta=1.0)), data)], strict=True)
-    with pytest.raises(engine.CaptureError, match="allow_eager"): strict._capture(lambda s: 1 / 0, 0)
+    strict = Ensemble([run(dict(objective="beta_vae", params=dict(beta=1.0)), data)], strict=True)
+    with pytest.raises(CaptureError, match="allow_eager"): strict._capture(lambda s: 1 / 0, 0)
 
 
 def test_final_checkpoint_is_written_once(data, tmp_path, monkeypatch):
     writes = []
-    real = train.write_checkpoint
+    real = write_checkpoint
     monkeypatch.setattr(train, "write_checkpoint", lambda path, *a, **k: (writes.append(str(path)), real(path, *a, **k))[1])
     m = dict(objective="beta_vae", params=dict(beta=1.0), seed=0, out_dir=tmp_path / "e")
     engine.fit_ensemble([m], MODEL, data, cfg(ckpt_every=3))             # steps 3 and 6, the last one periodic
@@ -181,7 +188,7 @@ def test_final_checkpoint_is_written_once(data, tmp_path, monkeypatch):
 
 def test_fp32_is_strict_in_backward_too_and_cudnn_benchmark_on_cuda(data):
     _Tf32.seen.clear()
-    engine.Ensemble([run(dict(objective="t_prec", params=dict(beta=1.0)), data)], precision="fp32").fit(1)
+    Ensemble([run(dict(objective="t_prec", params=dict(beta=1.0)), data)], precision="fp32").fit(1)
     assert _Tf32.seen and all(s == (False, False) for s in _Tf32.seen)   # TF32 off while the backward runs
     _Tf32.seen.clear()
     engine.CapturedStep(run(dict(objective="t_prec", params=dict(beta=1.0)), data), capture=None, precision="tf32").fit(1)
@@ -229,7 +236,7 @@ def test_pair_sampler_makes_no_host_copy_or_sync_per_batch():
     d = ColoredMNIST("train", "auto")
     s = PairSampler(d, k=(1, 2), device="cpu")
     s.sample(4, make_generator(0))
-    with mock.patch("torch.tensor", side_effect=AssertionError("torch.tensor per batch")), engine.NoHostReads():
+    with mock.patch("torch.tensor", side_effect=AssertionError("torch.tensor per batch")), NoHostReads():
         a = s.sample(8, make_generator(1))
     assert torch.equal(a["factors"], d.sample_factors(8, make_generator(1)))
 
@@ -255,29 +262,29 @@ def paper():
     rows = (model_spec("G", "ada_gvae", "G"), model_spec("D", "t_drop", "D"),
             model_spec("L0", "dip_vae_ii", "L0", lambda_3=0.0), model_spec("L200", "dip_vae_ii", "L200", lambda_3=200.0),
             model_spec("H", "t_host", "H"))
-    p = H.Paper(name="toy_engine_pairs", title="Toy pairs",
+    p = Paper(name="toy_engine_pairs", title="Toy pairs",
                 scales=dict(quick=dict(seeds=2, train=dict(steps=3, batch_size=8, log_every=1)),
                             gpu=dict(seeds=2, train=dict(steps=3, batch_size=8, log_every=1))),
-                tables=(H.Table("T", "small", rows, (H.Metric("w", "w"),)),),
+                tables=(Table("T", "small", rows, (Metric("w", "w"),)),),
                 data=lambda name, cfg, seed, options: small, model=_toy_model,
                 evaluate=lambda model, data, cfg, seed, spec: dict(w=float(next(model.parameters()).detach().sum())),
                 sampler=lambda d, device: PairSampler(d, k=1, nuisance=["posX", "posY"], device=device))
-    fn = H.register_reproduction(p)
+    fn = register_reproduction(p)
     yield p, fn
-    del REPRODUCTIONS[p.name], H.PAPERS[p.name]
+    del REPRODUCTIONS[p.name], PAPERS[p.name]
 
 
 def _jobs(p, tmp_path, scale="quick", device="cpu", **options):
-    cfg = H.scale_config(p, scale)
-    ctx = H.Context(p, scale, cfg, tmp_path, torch.device("cpu"), {**H.HARNESS_OPTIONS, **options, "scale": scale}, [0, 1])
-    jobs, _ = H._jobs(p, ctx, cfg, tmp_path, device)
+    cfg = scale_config(p, scale)
+    ctx = Context(p, scale, cfg, tmp_path, torch.device("cpu"), {**HARNESS_OPTIONS, **options, "scale": scale}, [0, 1])
+    jobs, _ = reproduction_jobs(p, ctx, cfg, tmp_path, device)
     return jobs
 
 
 def test_group_jobs_predicts_groups_and_modes(paper, tmp_path):
     p, _ = paper
     jobs = _jobs(p, tmp_path)
-    g = {(x["objective"], tuple(x["jobs"])): x for x in H.group_jobs(jobs, device="cuda")}
+    g = {(x["objective"], tuple(x["jobs"])): x for x in group_jobs(jobs, device="cuda")}
     by = {x["objective"]: [] for x in g.values()}
     for x in g.values(): by[x["objective"]].append(x)
     assert [x["mode"] for x in by["ada_gvae"]] == ["captured_ensemble"] and by["ada_gvae"][0]["members"] == 2
@@ -288,7 +295,7 @@ def test_group_jobs_predicts_groups_and_modes(paper, tmp_path):
     assert {jobs[i]["spec"]["params"]["lambda_3"] for x in dip for i in x["jobs"][:1]} == {0.0, 200.0}
     x = by["ada_gvae"][0]
     assert x["family"] == "conv64_vae" and x["train"]["steps"] == 3 and x["model_config"]["kind"] == "vae" and "seed" not in x["train"]
-    assert all(x["mode"] == "eager" for x in H.group_jobs(jobs))         # on the jobs' own device, the CPU
+    assert all(x["mode"] == "eager" for x in group_jobs(jobs))         # on the jobs' own device, the CPU
 
 
 def test_paper_samplers_train_on_the_engine_with_their_mode_in_eval_json(paper, tmp_path, monkeypatch):
@@ -315,8 +322,8 @@ def test_paper_samplers_train_on_the_engine_with_their_mode_in_eval_json(paper, 
 def test_gpu_scale_refuses_an_eager_fallback_unless_allowed(paper, tmp_path):
     p, fn = paper
     jobs = [j for j in _jobs(p, tmp_path, "gpu", "cuda") if j["spec"]["objective"] == "t_host"]
-    with pytest.raises(engine.CaptureError, match=r"t_host on small .*item.*allow_eager=true"):
-        H.train_ensembles(jobs)                                          # refused before anything trains (or needs CUDA)
+    with pytest.raises(CaptureError, match=r"t_host on small .*item.*allow_eager=true"):
+        train_ensembles(jobs)                                          # refused before anything trains (or needs CUDA)
     with pytest.raises(InputError, match=r"has no option bogus; it accepts: .*allow_eager"):
         fn("quick", out_dir=tmp_path / "x", device="cpu", bogus=1)
 
@@ -333,11 +340,11 @@ def test_captured_single_equals_eager_on_cuda(name, params, data):
     config = cfg(steps=12, device="cuda", amp=False)
     out = {}
     for capture in (False, True):
-        t = engine.build_run(dict(objective=name, params=params, seed=3), MODEL, SingleSampler(data, device="cuda"), config, data=data)
+        t = build_run(dict(objective=name, params=params, seed=3), MODEL, SingleSampler(data, device="cuda"), config, data=data)
         out[capture] = engine.CapturedStep(t, capture=capture, precision="fp32").fit()
     assert out[True].mode == "captured" and out[False].mode == "eager"
     m = dict(objective=name, params=params, seed=3)
-    init = engine.build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data).model.state_dict()
+    init = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data).model.state_dict()
     assert_same_training(out[False].trainer.model, out[True].trainer.model, init)
     # measured on an H100 (annealed_vae, every step logged): the first step's terms equal, the rest within 6e-5 (relative)
     torch.testing.assert_close(torch.tensor(out[False].history().values), torch.tensor(out[True].history().values), rtol=5e-4, atol=1e-3)
@@ -349,15 +356,15 @@ def test_captured_ensemble_with_a_device_step_counter_on_cuda(data):
     res = engine.fit_ensemble(members, MODEL, data, cfg(steps=12, device="cuda", amp=False), precision="fp32", strict=True)
     assert all(r["mode"] == "captured" for r in res)
     for m, r in zip(members, res):
-        t = engine.build_run(m, MODEL, SingleSampler(data, device="cuda"), cfg(steps=12, device="cuda", amp=False), data=data)
+        t = build_run(m, MODEL, SingleSampler(data, device="cuda"), cfg(steps=12, device="cuda", amp=False), data=data)
         with train.precision_flags("fp32", "cuda"): t.fit()
         close_weights(r["trainer"].model, t.model, atol=1e-3)
 
 
 @cuda
 def test_strict_refuses_eager_on_cuda(data):
-    t = engine.build_run(dict(objective="t_host", params={}), MODEL, SingleSampler(data, device="cuda"), cfg(device="cuda"), data=data)
-    with pytest.raises(engine.CaptureError, match="item"): engine.CapturedStep(t, capture=None, strict=True)
+    t = build_run(dict(objective="t_host", params={}), MODEL, SingleSampler(data, device="cuda"), cfg(device="cuda"), data=data)
+    with pytest.raises(CaptureError, match="item"): engine.CapturedStep(t, capture=None, strict=True)
 
 
 def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume(tmp_path):
@@ -370,7 +377,7 @@ def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume
     members = [dict(objective="ada_gvae", params=dict(beta=b), seed=s) for s, b in [(0, 1.0), (1, 2.0)]]
     res = engine.fit_ensemble(members, model, small, c, sampler=sampler)
     for m, r in zip(members, res):
-        alone = engine.build_run(m, model, sampler("cpu"), c, data=small).fit()
+        alone = build_run(m, model, sampler("cpu"), c, data=small).fit()
         assert r["trainer"].sampler.step == alone.sampler.step == 6          # its own sampler: 6 draws
         cols = [k for k in alone.history if k != "n_shared"]                 # a count: float noise may flip one pair
         # the vmapped and the separate step sum in different orders: the KL (about 0.1) differs by up to 1.6e-4 (measured,
@@ -378,8 +385,8 @@ def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume
         torch.testing.assert_close(torch.tensor(r["history"][cols].values), torch.tensor(alone.history[cols].values), rtol=1e-4, atol=1e-3)
     # resumed at step 3 (a fresh sampler, step 0): the next draw is step 3's
     m = {**members[0], "out_dir": tmp_path / "r"}
-    engine.build_run(m, model, sampler("cpu"), cfg(steps=3, log_every=3), data=small).fit()
-    t = engine.build_run(m, model, sampler("cpu"), c, data=small)
+    build_run(m, model, sampler("cpu"), cfg(steps=3, log_every=3), data=small).fit()
+    t = build_run(m, model, sampler("cpu"), c, data=small)
     t.draw(); assert t.sampler.step == 4 and t.step == 3
 
 
@@ -387,10 +394,10 @@ def test_every_invariance_group_is_captured_at_gpu(tmp_path):
     """The paper's own objective reaches the captured ensemble at `gpu` (SupCon's mean over anchors with a positive and
     the top-k mask read nothing on the host), VFAE too (its group MMD from one-hot weights, no `unique`); UAI's dropout
     makes it a captured single model; nothing is eager."""
-    p = H.PAPERS["invariance"]; cfg = H.scale_config(p, "gpu")
-    ctx = H.Context(p, "gpu", cfg, tmp_path, torch.device("cpu"), {**p.options, "scale": "gpu"}, list(range(int(cfg["seeds"]))))
-    jobs, _ = H._jobs(p, ctx, cfg, tmp_path, torch.device("cpu"))
-    g = {x["objective"]: x for x in H.group_jobs(jobs, device="cuda")}
+    p = PAPERS["invariance"]; cfg = scale_config(p, "gpu")
+    ctx = Context(p, "gpu", cfg, tmp_path, torch.device("cpu"), {**p.options, "scale": "gpu"}, list(range(int(cfg["seeds"]))))
+    jobs, _ = reproduction_jobs(p, ctx, cfg, tmp_path, torch.device("cpu"))
+    g = {x["objective"]: x for x in group_jobs(jobs, device="cuda")}
     assert g["swap_invariance"]["mode"] == "captured_ensemble" and g["swap_invariance"]["members"] == int(cfg["seeds"])
     assert g["vfae"]["mode"] == "captured_ensemble"
     assert g["uai"]["mode"] == "captured_single" and "dropout" in g["uai"]["why"]
@@ -414,13 +421,13 @@ def tb():
 
 
 def _crun(name, tb, seed=0, **params):
-    return engine.build_run(dict(objective=name, params=params, seed=seed), CMODEL, tb(), cfg(batch_size=8))
+    return build_run(dict(objective=name, params=params, seed=seed), CMODEL, tb(), cfg(batch_size=8))
 
 
 @pytest.mark.parametrize("name", ["contrastive_vae", "contrastive_w2_dirac", "cvae"])
 def test_contrastive_steps_are_capturable_their_w2_monitored_outside_the_step(name, tb):
     "The logged exact W2 left the step: the step reads nothing back (vmap, capture), the W2 is logged at log cadence."
-    s = engine.step_support(_crun(name, tb))
+    s = step_support(_crun(name, tb))
     assert s["vmap"] and s["capture"] and s["host"] is None and s["host_stage"] is None, s
     t = _crun(name, tb).fit()
     h = t.history
@@ -437,7 +444,7 @@ def test_contrastive_steps_are_capturable_their_w2_monitored_outside_the_step(na
     ref = ot.emd2(torch.full((n,), 1 / n).double().numpy(), torch.full((n,), 1 / n).double().numpy(), ot.dist(zx, zy))
     assert h["w2"].iloc[-1] == pytest.approx(ref, rel=1e-5)
     # monitoring changes nothing in training: the same run without it has the same weights and step terms
-    u = engine.build_run(dict(objective=name, params=dict(monitor_w2=False), seed=0), CMODEL, tb(), cfg(batch_size=8)).fit()
+    u = build_run(dict(objective=name, params=dict(monitor_w2=False), seed=0), CMODEL, tb(), cfg(batch_size=8)).fit()
     assert "w2" not in u.history.columns
     torch.testing.assert_close(torch.tensor(u.history.values), torch.tensor(h.drop(columns="w2").values))
     close_weights(t.model, u.model, atol=0)
@@ -454,24 +461,24 @@ def test_contrastive_w2_prepared_plan_gives_the_eager_step_and_reads_nothing_bac
         b = batch
         if prepared:
             with torch.no_grad(): b = {**batch, **obj.prepare(model, batch)}
-        with engine.NoHostReads() if prepared else contextlib.nullcontext(): out = obj(model, b, 0)
+        with NoHostReads() if prepared else contextlib.nullcontext(): out = obj(model, b, 0)
         out["loss"].backward()
         return {k: v.detach() for k, v in out.items() if k == "loss" or k == "w2"}, [p.grad.clone() for p in model.parameters()]
     (o1, g1), (o2, g2) = step(False), step(True)
     for k in o1: torch.testing.assert_close(o1[k], o2[k], rtol=1e-6, atol=1e-6)
     for a, b in zip(g1, g2): torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    with pytest.raises(engine.HostReadError, match="numpy"):       # without the prepared plan, the step solves it
-        with engine.NoHostReads(), torch.no_grad(): obj(model, batch, 0)
-    s = engine.step_support(t)
+    with pytest.raises(HostReadError, match="numpy"):       # without the prepared plan, the step solves it
+        with NoHostReads(), torch.no_grad(): obj(model, batch, 0)
+    s = step_support(t)
     assert s["capture"] and not s["vmap"] and "exact OT plan" in s["why"] and "captured single" in s["why"]
-    assert ContrastiveW2.host_stage and not engine.make_objective("contrastive_vae").host_stage
+    assert ContrastiveW2.host_stage and not make_objective("contrastive_vae").host_stage
 
 
 def test_contrastive_ensemble_with_monitored_w2_equals_separate_runs(tb):
     members = [dict(objective="contrastive_w2_dirac", params=dict(dirac_weight=w), seed=s) for s, w in [(0, 1.0), (1, 3.0)]]
     res = engine.fit_ensemble(members, CMODEL, None, cfg(batch_size=8), sampler=tb)
     for m, r in zip(members, res):
-        alone = engine.build_run(m, CMODEL, tb(), cfg(batch_size=8)).fit()
+        alone = build_run(m, CMODEL, tb(), cfg(batch_size=8)).fit()
         assert list(r["history"].columns) == list(alone.history.columns) and r["history"].columns[-1] == "w2"
         torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
 
@@ -483,12 +490,12 @@ def test_vfae_group_mmd_is_vmapped_and_captured_and_equals_separate_runs():
     model = dict(kind="vae", image_size=28, channels=3, latent_dim=16, hidden=16)
     members = [dict(objective="vfae", params=dict(nuisance_sizes=[6.0, 3.0]), seed=s) for s in (0, 1)]
     sampler = lambda device: PairSampler(small, k=(1, 2), device=device)
-    t = engine.build_run(members[0], model, sampler("cpu"), cfg(batch_size=8), data=small)
-    s = engine.step_support(t)
+    t = build_run(members[0], model, sampler("cpu"), cfg(batch_size=8), data=small)
+    s = step_support(t)
     assert s["vmap"] and s["capture"], s
     res = engine.fit_ensemble(members, model, small, cfg(batch_size=8), sampler=sampler)
     for m, r in zip(members, res):
-        alone = engine.build_run(m, model, sampler("cpu"), cfg(batch_size=8), data=small).fit()
+        alone = build_run(m, model, sampler("cpu"), cfg(batch_size=8), data=small).fit()
         torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
 
 
@@ -498,7 +505,7 @@ def test_contrastive_w2_host_stage_is_captured_on_cuda(tb):
     config = cfg(steps=12, batch_size=8, device="cuda", amp=False)
     out = {}
     for capture in (False, True):
-        t = engine.build_run(dict(objective="contrastive_w2", seed=3), CMODEL, tb("cuda"), config)
+        t = build_run(dict(objective="contrastive_w2", seed=3), CMODEL, tb("cuda"), config)
         out[capture] = engine.CapturedStep(t, capture=capture, precision="fp32", strict=capture).fit()
     assert out[True].mode == "captured" and out[True].capture_error is None and out[False].mode == "eager"
     a, b = (torch.tensor(out[c].history()[["loss", "w2"]].values) for c in (False, True))

@@ -13,6 +13,7 @@ from disentbook.checking import NOT_IMPLEMENTED, Case, CheckResult, ExerciseFail
 from disentbook.classroom.exercises import (STUB_LINE, NotebookNotFoundError, SolutionMarkerError, check_beta_elbo, check_gaussian_kl, check_reparameterize, elbo_cases, kl_cases, reparam_cases, student_edition)
 from disentbook.nets import bernoulli_nll, reparameterize
 from disentbook.objectives.vae import gaussian_kl
+from disentbook.classroom.checks import ATTEMPTS, RESULTS
 
 
 def stub(*args):
@@ -199,7 +200,7 @@ def test_student_edition_runs_all_without_stopping(name, tmp_path):
     from execnb.nbio import read_nb
     from execnb.shell import CaptureShell
     from disentbook.classroom import widgets
-    widgets.RESULTS.clear(); widgets.ATTEMPTS.clear()
+    RESULTS.clear(); ATTEMPTS.clear()
     dst = tmp_path / "student.ipynb"
     student_edition(Path(__file__).parents[1] / "nbs" / "exercises" / f"{name}.ipynb", dst)
     shell, checks = CaptureShell(), 0
@@ -209,16 +210,16 @@ def test_student_edition_runs_all_without_stopping(name, tmp_path):
         assert shell.exc is None, f"{name}: the cell raised {shell.exc!r}:\n{cell.source}"
         assert not any(o["output_type"] == "error" for o in outputs), cell.source
         checks += cell.source.startswith("check(")
-    assert checks >= 3 and widgets.RESULTS and not any(widgets.RESULTS.values())
+    assert checks >= 3 and RESULTS and not any(RESULTS.values())
     r = shell.run("_c = check(check_gaussian_kl, 'gaussian_kl_student') if 'check_gaussian_kl' in dir() else None; _c")
     if name == "01_vae_exercises":
         c = shell.user_ns["_c"]
-        assert c.result.message == f"gaussian_kl: {NOT_IMPLEMENTED}" and widgets.ATTEMPTS["gaussian_kl_student"] == 2
+        assert c.result.message == f"gaussian_kl: {NOT_IMPLEMENTED}" and ATTEMPTS["gaussian_kl_student"] == 2
 
 
 def test_check_is_strict_only_when_asked(monkeypatch):
     "A check raises (as the instructor notebooks' tests need) only when strict, which defaults to nbdev_test's IN_TEST."
-    from disentbook.classroom.widgets import check
+    from disentbook.classroom.checks import check
     wrong = lambda mu, lv: 0.5 * (mu**2 + lv.exp() - lv)
     monkeypatch.delenv("IN_TEST", raising=False)
     c = check(check_gaussian_kl, wrong)

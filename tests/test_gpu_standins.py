@@ -15,9 +15,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import disentbook  # noqa: F401  (registers every objective)
 from disentbook import engine
-from disentbook.cli import build_dataset, make_sampler
+from disentbook.jobs import build_dataset, make_sampler
 from disentbook.objectives.base import OBJECTIVES, Objective
 from disentbook.train import TrainConfig
+from disentbook.capture import step_support
+from disentbook.ensemble import build_run
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -51,7 +53,7 @@ def trainer_for(name: str):
     ds, data, kind, mc = first_contact.small_setup(name, hidden=32)
     cfg = TrainConfig(steps=1, batch_size=8, device="cpu", precision="fp32", progress=False)
     sampler = make_sampler(data, kind, "cpu", True)
-    return engine.build_run(dict(objective=name, params={}, seed=0), mc, sampler, cfg, data=data, device="cpu")
+    return build_run(dict(objective=name, params={}, seed=0), mc, sampler, cfg, data=data, device="cpu")
 
 
 def host_tensors_of_step(t) -> list[str]:
@@ -76,7 +78,7 @@ def host_tensors_of_step(t) -> list[str]:
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))
 def test_every_objective_step_on_meta_touches_no_host_tensor(name):
     t = trainer_for(name)
-    if engine.step_support(t)["host"]: pytest.skip(f"{name} reads the host in its step: trained eagerly, never captured")
+    if step_support(t)["host"]: pytest.skip(f"{name} reads the host in its step: trained eagerly, never captured")
     assert host_tensors_of_step(t) == []
 
 

@@ -7,7 +7,13 @@ import pytest
 
 from disentbook.cli import main
 from disentbook.core import InputError, REPRODUCTIONS
-from disentbook.repro import harness as H
+from disentbook.repro.claims import Claim, band, judge_claim, parse_tolerance
+from disentbook.repro.declare import Metric, PAPERS, Paper, Table, scale_config
+from disentbook.repro.harness import register_reproduction, rejudge
+from disentbook.repro.reference import untrained_gate
+from disentbook.repro.report import claim_lines, table_markdown, table_rows
+from disentbook.repro.runs import train_group
+from disentbook.repro.verdicts import FAILS, Gate, HOLDS, INCONCLUSIVE, NOT_CHECKED, NOT_LEARNED, NOT_TESTED, compare, learned_rows, welch, within
 from disentbook.train import model_spec
 
 
@@ -15,78 +21,78 @@ def test_compare_golden():
     "One-sided Welch t at alpha 0.05 (golden: scipy's ttest_ind(equal_var=False))."
     from scipy import stats
     win, lose = [0.50, 0.52, 0.51], [0.30, 0.31, 0.29]
-    assert H.compare(win, lose, ">") == H.HOLDS and H.compare(lose, win, ">") == H.FAILS
-    assert H.compare([0.50, 0.60, 0.40], [0.45, 0.55, 0.35]) == H.INCONCLUSIVE       # t = 0.61 on 4 df
-    assert H.compare([0.9], [0.1]) == H.INCONCLUSIVE                                   # one seed: no standard error
-    assert H.compare([0.9], [0.1], a_exact=True, b_exact=True) == H.HOLDS
+    assert compare(win, lose, ">") == HOLDS and compare(lose, win, ">") == FAILS
+    assert compare([0.50, 0.60, 0.40], [0.45, 0.55, 0.35]) == INCONCLUSIVE       # t = 0.61 on 4 df
+    assert compare([0.9], [0.1]) == INCONCLUSIVE                                   # one seed: no standard error
+    assert compare([0.9], [0.1], a_exact=True, b_exact=True) == HOLDS
     a, b = [0.3, 0.5, 0.7, 0.4], [0.1, 0.2, 0.3, 0.5]
-    r = H.welch(a, b)
+    r = welch(a, b)
     assert r["p_holds"] == pytest.approx(stats.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
     # at the edge: p just above / below alpha decides
     t_crit = stats.t.isf(0.05, 2)                                                      # one-sample, n = 3: df 2
     x = np.array([-1.0, 0.0, 1.0]); se = 1 / np.sqrt(3)
-    assert H.compare(x + 0.99 * t_crit * se, [0.0], b_exact=True) == H.INCONCLUSIVE
-    assert H.compare(x + 1.01 * t_crit * se, [0.0], b_exact=True) == H.HOLDS
-    assert H.compare([0.0, 0.0, 0.0], [0.1], "<", b_exact=True) == H.INCONCLUSIVE      # 0 ± 0 cannot decide alone
-    assert H.compare([float("nan")], [1.0]) == H.NOT_CHECKED
-    with pytest.raises(InputError): H.compare(a, b, ">=")
+    assert compare(x + 0.99 * t_crit * se, [0.0], b_exact=True) == INCONCLUSIVE
+    assert compare(x + 1.01 * t_crit * se, [0.0], b_exact=True) == HOLDS
+    assert compare([0.0, 0.0, 0.0], [0.1], "<", b_exact=True) == INCONCLUSIVE      # 0 ± 0 cannot decide alone
+    assert compare([float("nan")], [1.0]) == NOT_CHECKED
+    with pytest.raises(InputError): compare(a, b, ">=")
 
 
 def test_within_and_tolerances():
-    assert H.within([0.010, 0.011, 0.012], 0.005, 0.02) == H.HOLDS
-    assert H.within([0.030, 0.031, 0.032], 0.005, 0.02) == H.FAILS
-    assert H.within([0.015, 0.020, 0.025], 0.005, 0.02) == H.INCONCLUSIVE
-    assert H.within([0.01], 0.0, 1.0) == H.INCONCLUSIVE
-    assert H.band(0.5253, H.parse_tolerance("±0.05 or ±25%")) == pytest.approx((0.5253 * 0.75, 0.5253 * 1.25))
-    assert H.band(0.0417, H.parse_tolerance("±0.05 or ±25%")) == pytest.approx((-0.0083, 0.0917))
-    assert H.band(3.01, H.parse_tolerance("±0.5 or 2 paper std"), 0.31) == pytest.approx((2.39, 3.63))
-    with pytest.raises(InputError, match="tolerance"): H.parse_tolerance("5 percent")
+    assert within([0.010, 0.011, 0.012], 0.005, 0.02) == HOLDS
+    assert within([0.030, 0.031, 0.032], 0.005, 0.02) == FAILS
+    assert within([0.015, 0.020, 0.025], 0.005, 0.02) == INCONCLUSIVE
+    assert within([0.01], 0.0, 1.0) == INCONCLUSIVE
+    assert band(0.5253, parse_tolerance("±0.05 or ±25%")) == pytest.approx((0.5253 * 0.75, 0.5253 * 1.25))
+    assert band(0.0417, parse_tolerance("±0.05 or ±25%")) == pytest.approx((-0.0083, 0.0917))
+    assert band(3.01, parse_tolerance("±0.5 or 2 paper std"), 0.31) == pytest.approx((2.39, 3.63))
+    with pytest.raises(InputError, match="tolerance"): parse_tolerance("5 percent")
 
 
 def test_claims_parse_and_judge():
     res = {"A (x=1, y)": dict(m=[0.50, 0.52, 0.51]), "B": dict(m=[0.30, 0.31, 0.29]), "C": dict(m=[0.45, 0.60, 0.35])}
-    j = lambda *parts, **kw: H.judge_claim(H.Claim("t", *parts, **kw), res, kw.pop("scale", "quick"), kw.pop("paper", None))["verdict"]
-    assert j("A (x=1, y) > B on m") == H.HOLDS
-    assert j("B > A (x=1, y) on m") == H.FAILS
-    assert j("A (x=1, y) > C on m") == H.INCONCLUSIVE
-    assert j("max(B, A (x=1, y)) > C + 0.01 on m") == H.INCONCLUSIVE and j("max(B, A (x=1, y)) > 2 * B on m") == H.FAILS
-    assert j("min(B, C) < 0.4 on m") == H.HOLDS                                        # B < 0.4 suffices
-    assert j("max(B, C) < 0.4 on m") == H.INCONCLUSIVE                                 # C is not clearly below
-    assert j("A (x=1, y) > max(B, C) on m") == H.INCONCLUSIVE                          # every other row, not the best mean
-    assert j("D > B on m") == H.NOT_CHECKED and j("B > A (x=1, y) on other") == H.NOT_CHECKED
-    assert j("A (x=1, y) > B on m", "B > A (x=1, y) on m") == H.FAILS
-    assert j("A (x=1, y) > B on m", "A (x=1, y) > C on m") == H.INCONCLUSIVE
-    assert j("A (x=1, y) > B on m", "A (x=1, y) > C on m", "D > B on m", need="most") == H.INCONCLUSIVE
-    assert H.judge_claim(H.Claim("t", "A (x=1, y) > B on m"), res, "smoke")["verdict"] == H.NOT_TESTED   # never holds at smoke
+    j = lambda *parts, **kw: judge_claim(Claim("t", *parts, **kw), res, kw.pop("scale", "quick"), kw.pop("paper", None))["verdict"]
+    assert j("A (x=1, y) > B on m") == HOLDS
+    assert j("B > A (x=1, y) on m") == FAILS
+    assert j("A (x=1, y) > C on m") == INCONCLUSIVE
+    assert j("max(B, A (x=1, y)) > C + 0.01 on m") == INCONCLUSIVE and j("max(B, A (x=1, y)) > 2 * B on m") == FAILS
+    assert j("min(B, C) < 0.4 on m") == HOLDS                                        # B < 0.4 suffices
+    assert j("max(B, C) < 0.4 on m") == INCONCLUSIVE                                 # C is not clearly below
+    assert j("A (x=1, y) > max(B, C) on m") == INCONCLUSIVE                          # every other row, not the best mean
+    assert j("D > B on m") == NOT_CHECKED and j("B > A (x=1, y) on other") == NOT_CHECKED
+    assert j("A (x=1, y) > B on m", "B > A (x=1, y) on m") == FAILS
+    assert j("A (x=1, y) > B on m", "A (x=1, y) > C on m") == INCONCLUSIVE
+    assert j("A (x=1, y) > B on m", "A (x=1, y) > C on m", "D > B on m", need="most") == INCONCLUSIVE
+    assert judge_claim(Claim("t", "A (x=1, y) > B on m"), res, "smoke")["verdict"] == NOT_TESTED   # never holds at smoke
     p = {"B": dict(m=0.3)}
-    assert H.judge_claim(H.Claim("t", "B within ±0.05 of paper on m"), res, "quick", p)["verdict"] == H.HOLDS
-    assert H.judge_claim(H.Claim("t", "B within ×1.2 of paper on m"), res, "quick", {"B": dict(m=0.5)})["verdict"] == H.FAILS
+    assert judge_claim(Claim("t", "B within ±0.05 of paper on m"), res, "quick", p)["verdict"] == HOLDS
+    assert judge_claim(Claim("t", "B within ×1.2 of paper on m"), res, "quick", {"B": dict(m=0.5)})["verdict"] == FAILS
     for bad in ("A > B", "A >> B on m", "A within 5 of paper on m"):
-        with pytest.raises(InputError): H.Claim("t", bad)
+        with pytest.raises(InputError): Claim("t", bad)
 
 
 def test_gate_and_report_lines():
     "A claim on a row that did not learn is not tested, with the number; not-tested claims print no part bullets."
     res = {"A": dict(rec=[0.03, 0.031, 0.029], blank=[0.07] * 3), "B": dict(rec=[0.0700, 0.0701, 0.0699], blank=[0.07] * 3)}
-    gate = H.learned_rows([H.Gate("rec", "<", "blank", "reconstructs better than a blank image")], res)
+    gate = learned_rows([Gate("rec", "<", "blank", "reconstructs better than a blank image")], res)
     assert gate["A"]["learned"] and not gate["B"]["learned"]
-    c = H.judge_claim(H.Claim("A beats B", "A < B on rec", source="Table 1"), res, "quick", learned=gate)
-    assert c["verdict"] == H.NOT_LEARNED and "B: reconstructs better than a blank image" in c["not_learned"][0]
-    assert H.judge_claim(H.Claim("A beats B", "A < B on rec"), res, "quick")["verdict"] == H.HOLDS
-    lines = H.claim_lines([c, H.judge_claim(H.Claim("x", "A < B on rec", ours=True), res, "smoke")])
+    c = judge_claim(Claim("A beats B", "A < B on rec", source="Table 1"), res, "quick", learned=gate)
+    assert c["verdict"] == NOT_LEARNED and "B: reconstructs better than a blank image" in c["not_learned"][0]
+    assert judge_claim(Claim("A beats B", "A < B on rec"), res, "quick")["verdict"] == HOLDS
+    lines = claim_lines([c, judge_claim(Claim("x", "A < B on rec", ours=True), res, "smoke")])
     assert lines[0].startswith("- **A beats B: NOT TESTED: LEARNING NOT SHOWN** (paper: Table 1)")
     assert lines[-1] == "- **x: NOT TESTED AT THIS SCALE** (ours)"                        # no sub-bullets
     assert not any("inconclusive" in l for l in lines)
 
 
 def test_table_rendering():
-    t = H.Table("T", "d", (), (H.Metric("m", "M", "{:.2f}", "±0.1"), H.Metric("k", "K", "{:.1f}")), paper_table="T")
-    rows = H.table_rows({"A": dict(m=[0.50, 0.52, 0.51], k=[3.0, 4.0, 5.0]), "B": dict(m=[0.9, 0.91, 0.92], k=[1.0])}, t,
+    t = Table("T", "d", (), (Metric("m", "M", "{:.2f}", "±0.1"), Metric("k", "K", "{:.1f}")), paper_table="T")
+    rows = table_rows({"A": dict(m=[0.50, 0.52, 0.51], k=[3.0, 4.0, 5.0]), "B": dict(m=[0.9, 0.91, 0.92], k=[1.0])}, t,
                         {"A": dict(m=0.5), "B": dict(m=0.5, m_std=0.01)}, "quick")
     assert [r["verdict"] for r in rows] == ["hit", "—", "miss (higher)", "—"]
-    md = H.table_markdown(rows, t)
+    md = table_markdown(rows, t)
     assert "| A | 0.51 ± 0.01 | 0.50 | hit | 4.0 ± 1.0 | 3 |" in md and "| B | 0.91 ± 0.01 | 0.50 ± 0.01 | miss (higher) | 1.0 | 3 |" in md
-    assert H.table_rows({"A": dict(m=[0.5, 0.5])}, t, {"A": dict(m=0.5)}, "smoke")[0]["verdict"] == "not tested"
+    assert table_rows({"A": dict(m=[0.5, 0.5])}, t, {"A": dict(m=0.5)}, "smoke")[0]["verdict"] == "not tested"
 
 
 @pytest.fixture(scope="module")
@@ -98,18 +104,18 @@ def toy():
         calls.append((spec["slug"], seed))
         return dict(score=1.0 + 0.01 * seed + 5 * (spec["objective"] == "beta_vae"),
                     w=float(next(model.parameters()).detach().sum()))
-    paper = H.Paper(name="toy_test", title="Toy", scales=dict(
+    paper = Paper(name="toy_test", title="Toy", scales=dict(
                         smoke=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1)),
                         quick=dict(seeds=2, train=dict(steps=3, batch_size=8, log_every=1))),
-                    tables=(H.Table("T", "small", (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4)),
-                                    (H.Metric("score", "score", "{:.2f}"),)),
-                            H.Table("S", "small", (model_spec("VAE", "vae", "VAE"),), when=lambda ctx: ctx.options["extra"],
+                    tables=(Table("T", "small", (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4)),
+                                    (Metric("score", "score", "{:.2f}"),)),
+                            Table("S", "small", (model_spec("VAE", "vae", "VAE"),), when=lambda ctx: ctx.options["extra"],
                                     skip_note="not asked")),
                     data=lambda name, cfg, seed, options: small, evaluate=evaluate,
-                    claims=(H.Claim("β = 4 scores higher", "b4 > VAE on score"),), options=dict(extra=False))
-    fn = H.register_reproduction(paper)
+                    claims=(Claim("β = 4 scores higher", "b4 > VAE on score"),), options=dict(extra=False))
+    fn = register_reproduction(paper)
     yield fn, calls
-    del REPRODUCTIONS["toy_test"], H.PAPERS["toy_test"]
+    del REPRODUCTIONS["toy_test"], PAPERS["toy_test"]
 
 
 def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
@@ -118,7 +124,7 @@ def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
     assert list(inspect.signature(fn).parameters) == ["scale", "out_dir", "device", "seed", "overwrite", "resume", "runner",
                                                       "ray_address", "allow_eager", "precision", "references", "extra"]
     r = fn("quick", out_dir=tmp_path, device="cpu", seed=3)
-    assert r["seeds"] == [3, 4] and len(calls) == 4 and r["claims"][0]["verdict"] == H.HOLDS
+    assert r["seeds"] == [3, 4] and len(calls) == 4 and r["claims"][0]["verdict"] == HOLDS
     assert r["skipped"] == {"S": "not asked"}
     run = tmp_path / "runs" / "small" / "beta_vae_beta4" / "seed4"
     for f in ("settings.json", "eval.json", "losses.png", "train/history.csv", "train/checkpoint/config.json"):
@@ -145,14 +151,14 @@ def test_rejudge_applies_this_judge_to_finished_runs_without_training(toy, tmp_p
     fn, calls = toy
     fn("quick", out_dir=tmp_path, device="cpu", seed=3)
     n, m = len(calls), json.loads((tmp_path / "metrics.json").read_text())
-    assert m["claims"][0]["verdict"] == H.HOLDS
+    assert m["claims"][0]["verdict"] == HOLDS
     for k, run in enumerate(m["results"]["T"]["b4"]): run["score"] = 0.5 + 0.01 * k       # as if judged on other numbers
     (tmp_path / "metrics.json").write_text(json.dumps(m))
     def no_training(*a, **k): raise AssertionError("rejudge trained")
-    monkeypatch.setattr(H, "train_group", no_training)
+    monkeypatch.setattr("disentbook.repro.harness.train_group", no_training)
     assert main(["reproduce", "toy_test", "--out", str(tmp_path), "--rejudge"]) == 0
     r = json.loads((tmp_path / "metrics.json").read_text())
-    assert len(calls) == n and r["claims"][0]["verdict"] == H.FAILS and r["seconds"] == m["seconds"]
+    assert len(calls) == n and r["claims"][0]["verdict"] == FAILS and r["seconds"] == m["seconds"]
     assert r["rejudged"]["trained"].startswith("the runs of this folder") and r["figures"] == m["figures"]
     md = (tmp_path / "report.md").read_text()
     assert "\n## How the runs were made\n\nRe-judged " in md and "FAILS" in md and "| b4 | 0.51 ± 0.01 | 2 |" in md
@@ -160,11 +166,11 @@ def test_rejudge_applies_this_judge_to_finished_runs_without_training(toy, tmp_p
     assert not (tmp_path / ".lock").exists()
     # bad input: one-line errors
     (tmp_path / "metrics.json").write_text("{not json")
-    with pytest.raises(InputError, match="not readable JSON"): H.rejudge(H.PAPERS["toy_test"], tmp_path)
+    with pytest.raises(InputError, match="not readable JSON"): rejudge(PAPERS["toy_test"], tmp_path)
     (tmp_path / "metrics.json").unlink()
-    with pytest.raises(InputError, match="metrics.json not found"): H.rejudge(H.PAPERS["toy_test"], tmp_path)
+    with pytest.raises(InputError, match="metrics.json not found"): rejudge(PAPERS["toy_test"], tmp_path)
     (tmp_path / "metrics.json").write_text(json.dumps(dict(m, paper="other")))
-    with pytest.raises(InputError, match="holds a 'other' reproduction"): H.rejudge(H.PAPERS["toy_test"], tmp_path)
+    with pytest.raises(InputError, match="holds a 'other' reproduction"): rejudge(PAPERS["toy_test"], tmp_path)
 
 
 def test_rejudge_finishes_a_call_stopped_before_its_report(toy, tmp_path, monkeypatch, capsys):
@@ -173,7 +179,7 @@ def test_rejudge_finishes_a_call_stopped_before_its_report(toy, tmp_path, monkey
     full = fn("quick", out_dir=tmp_path, device="cpu", seed=3)
     for f in ("metrics.json", "report.md", "table.csv"): (tmp_path / f).unlink()
     def no_training(*a, **k): raise AssertionError("finishing trained")
-    monkeypatch.setattr(H, "train_group", no_training)
+    monkeypatch.setattr("disentbook.repro.harness.train_group", no_training)
     n = len(calls)
     assert main(["reproduce", "toy_test", "--out", str(tmp_path), "--rejudge", "--scale", "quick", "--seed", "3"]) == 0
     r = json.loads((tmp_path / "metrics.json").read_text())
@@ -212,8 +218,8 @@ def test_runner_errors(monkeypatch):
     import importlib.util
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
-    with pytest.raises(InputError, match="needs Ray"): H.train_group([dict()], runner="ray")
-    assert H.train_group([], runner="auto") == []
+    with pytest.raises(InputError, match="needs Ray"): train_group([dict()], runner="ray")
+    assert train_group([], runner="auto") == []
 
 
 def test_ensemble_runner_equals_runs_one_by_one(toy, tmp_path, monkeypatch):
@@ -241,10 +247,10 @@ def test_ensemble_runner_equals_runs_one_by_one(toy, tmp_path, monkeypatch):
 def test_a_row_no_gate_applies_to_is_never_learned():
     "A row without the gate's metric says 'no gate', and a claim resting on it is not tested, never judged as learned."
     res = {"A": dict(rec=[0.1, 0.11, 0.12], blank=[0.5] * 3, m=[0.9, 0.91, 0.92]), "C": dict(m=[0.1, 0.11, 0.12])}
-    gate = H.learned_rows([H.Gate("rec", "<", "blank", "reconstructs better than a blank image")], res)
+    gate = learned_rows([Gate("rec", "<", "blank", "reconstructs better than a blank image")], res)
     assert gate["A"]["learned"] is True and gate["C"]["learned"] is None and gate["C"]["why"].startswith("no gate")
-    j = H.judge_claim(H.Claim("A beats C", "A > C on m"), res, "quick", learned=gate)
-    assert j["verdict"] == H.NOT_LEARNED and any("C: no gate" in b for b in j["not_learned"])
+    j = judge_claim(Claim("A beats C", "A > C on m"), res, "quick", learned=gate)
+    assert j["verdict"] == NOT_LEARNED and any("C: no gate" in b for b in j["not_learned"])
 
 
 def test_reference_gate_measures_untrained_networks_once_and_rejudge_reuses_them(tmp_path):
@@ -255,15 +261,15 @@ def test_reference_gate_measures_untrained_networks_once_and_rejudge_reuses_them
     def evaluate(model, data, cfg, seed, spec):
         calls.append(spec["objective"]); asked.append(tuple(cfg["eval"]["metrics"]))
         return dict(score=1.0 + 0.01 * seed + 5 * (spec["objective"] == "beta_vae"))
-    paper = H.Paper(name="toy_ref", title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1),
+    paper = Paper(name="toy_ref", title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1),
                                                                         eval=dict(metrics=("score", "costly")))),
-                    tables=(H.Table("T", "small", (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4),
+                    tables=(Table("T", "small", (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4),
                                                    model_spec("b8", "beta_vae", "β=8", beta=8)),
-                                    (H.Metric("score", "score", "{:.2f}"),)),),
+                                    (Metric("score", "score", "{:.2f}"),)),),
                     data=lambda name, cfg, seed, options: small, evaluate=evaluate,
-                    claims=(H.Claim("β = 4 scores higher", "b4 > VAE on score"),),
-                    learned=(H.untrained_gate("score", ">", 0.5, "scores more than its untrained network"),))
-    fn = H.register_reproduction(paper)
+                    claims=(Claim("β = 4 scores higher", "b4 > VAE on score"),),
+                    learned=(untrained_gate("score", ">", 0.5, "scores more than its untrained network"),))
+    fn = register_reproduction(paper)
     try:
         r = fn("quick", out_dir=tmp_path, device="cpu")
         # 6 trained runs, then the untrained references: b4 and b8 share theirs (one objective, one architecture)
@@ -271,21 +277,21 @@ def test_reference_gate_measures_untrained_networks_once_and_rejudge_reuses_them
         assert asked == [("score", "costly")] * 6 + [("score",)] * 4      # a reference computes only what its gate reads
         assert r["references"]["T"]["b4"]["score"] == r["references"]["T"]["b8"]["score"] == [6.0, 6.01]
         assert r["learned"]["T"]["b4"]["learned"] is False and "untrained:score" in r["learned"]["T"]["b4"]["why"]
-        assert r["claims"][0]["verdict"] == H.NOT_LEARNED
+        assert r["claims"][0]["verdict"] == NOT_LEARNED
         assert any(n.startswith("Reference (T)") for n in r["notes"])
-        H.rejudge(paper, tmp_path); assert len(calls) == 10                              # kept in metrics.json
+        rejudge(paper, tmp_path); assert len(calls) == 10                              # kept in metrics.json
         # references=later (a GPU slot leaves them to the CPU): no gate checked, no claim tested, until a re-judge
         calls.clear()
         later = fn("quick", out_dir=tmp_path / "later", device="cpu", references="later")
-        assert len(calls) == 6 and later["references"] == {} and later["claims"][0]["verdict"] == H.NOT_LEARNED
+        assert len(calls) == 6 and later["references"] == {} and later["claims"][0]["verdict"] == NOT_LEARNED
         assert all(g["learned"] is False and "references=later" in g["why"] for g in later["learned"]["T"].values())
-        again = H.rejudge(paper, tmp_path / "later")
+        again = rejudge(paper, tmp_path / "later")
         assert len(calls) == 10 and again["references"]["T"] == r["references"]["T"]
         assert again["learned"] == r["learned"] and again["claims"][0]["verdict"] == r["claims"][0]["verdict"]
         with pytest.raises(InputError, match="references: expected 'here'"):
             fn("quick", out_dir=tmp_path / "bad", device="cpu", references="never")
     finally:
-        del REPRODUCTIONS["toy_ref"], H.PAPERS["toy_ref"]
+        del REPRODUCTIONS["toy_ref"], PAPERS["toy_ref"]
 
 
 def test_rows_of_one_architecture_share_a_reference_when_the_evaluation_ignores_the_objective(tmp_path):
@@ -300,11 +306,11 @@ def test_rows_of_one_architecture_share_a_reference_when_the_evaluation_ignores_
     rows = (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4), model_spec("fa", "factor_vae", "FactorVAE"))
     for reads, per_seed in ((False, 1), (True, 3)):
         name = f"toy_share_{reads}"
-        paper = H.Paper(name=name, title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1))),
-                        tables=(H.Table("T", "small", rows, (H.Metric("score", "score", "{:.2f}"),)),),
+        paper = Paper(name=name, title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1))),
+                        tables=(Table("T", "small", rows, (Metric("score", "score", "{:.2f}"),)),),
                         data=lambda name, cfg, seed, options: small, evaluate=evaluate, reference_reads_objective=reads,
-                        learned=(H.untrained_gate("score", ">", 0.0, "scores more than its untrained network"),))
-        fn = H.register_reproduction(paper)
+                        learned=(untrained_gate("score", ">", 0.0, "scores more than its untrained network"),))
+        fn = register_reproduction(paper)
         try:
             calls.clear()
             r = fn("quick", out_dir=tmp_path / name, device="cpu")
@@ -314,7 +320,7 @@ def test_rows_of_one_architecture_share_a_reference_when_the_evaluation_ignores_
             note = next(n for n in r["notes"] if n.startswith("Reference (T)"))
             assert ("once per architecture, objective and seed" in note) is reads, note
         finally:
-            del REPRODUCTIONS[name], H.PAPERS[name]
+            del REPRODUCTIONS[name], PAPERS[name]
 
 
 def test_a_headline_only_scale_fills_the_tables_made_of_its_runs_and_trains_nothing_more(tmp_path):
@@ -327,13 +333,13 @@ def test_a_headline_only_scale_fills_the_tables_made_of_its_runs_and_trains_noth
     def evaluate(model, data, cfg, seed, spec):
         calls.append((spec["slug"], seed)); return dict(score=1.0 + seed, other=2.0)
     models = (model_spec("VAE", "vae", "VAE"), model_spec("b4", "beta_vae", "β=4", beta=4), model_spec("b8", "beta_vae", "β=8", beta=8))
-    paper = H.Paper(name="toy_only", title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1),
+    paper = Paper(name="toy_only", title="Toy", scales=dict(quick=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1),
                                                                          only=dict(table="T", rows=["vae", "beta_vae_beta4"]))),
-                    tables=(H.Table("T", "small", models, (H.Metric("score", "score", "{:.2f}"),)),
-                            H.Table("T view", "small", models, (H.Metric("other", "other", "{:.2f}"),)),
-                            H.Table("T other data", "tiny", models, (H.Metric("score", "score", "{:.2f}"),))),
+                    tables=(Table("T", "small", models, (Metric("score", "score", "{:.2f}"),)),
+                            Table("T view", "small", models, (Metric("other", "other", "{:.2f}"),)),
+                            Table("T other data", "tiny", models, (Metric("score", "score", "{:.2f}"),))),
                     data=lambda name, cfg, seed, options: small, evaluate=evaluate)
-    fn = H.register_reproduction(paper)
+    fn = register_reproduction(paper)
     try:
         r = fn("quick", out_dir=tmp_path, device="cpu")
         assert sorted(calls) == sorted((s, k) for s in ("vae", "beta_vae_beta4") for k in (0, 1))   # 2 rows x 2 seeds, once each
@@ -341,7 +347,7 @@ def test_a_headline_only_scale_fills_the_tables_made_of_its_runs_and_trains_noth
         assert r["results"]["T view"]["b4"] == r["results"]["T"]["b4"]                              # the very same runs
         assert "T other data" in r["skipped"] and "headline claims' rows of T only" in r["skipped"]["T other data"]
     finally:
-        del REPRODUCTIONS["toy_only"], H.PAPERS["toy_only"]
+        del REPRODUCTIONS["toy_only"], PAPERS["toy_only"]
 
 
 @pytest.mark.parametrize("name", ["dipvae", "contrastive"])
@@ -350,10 +356,10 @@ def test_pixel_references_measure_the_papers_metric_on_raw_pixels(name):
     metric's bounds, the same for the same seed; the DIP-VAE hook gives nothing on data without factors (CelebA)."""
     from disentbook.repro.reference import PIXELS, reference_metrics
     from disentbook.repro.runs import load_data, run_cfg
-    p = H.PAPERS[name]
+    p = PAPERS[name]
     need = reference_metrics(p.learned, PIXELS)
     assert need and p.pixels is not None
-    cfg, t = H.scale_config(p, "smoke"), p.tables[0]
+    cfg, t = scale_config(p, "smoke"), p.tables[0]
     ds = t.dataset_name(dict(p.options))
     rc = run_cfg(cfg, t.specs(cfg, dict(p.options))[0], ds)
     data = load_data(p, ds, rc, 0, dict(p.options))

@@ -4,7 +4,9 @@ import torch
 
 from disentbook.core import REPRODUCTIONS, make_generator, paper_values
 from disentbook.repro import invariance as R
-from disentbook.repro.harness import judge_claim, paper_lookup
+from disentbook.repro.claims import judge_claim
+from disentbook.repro.report import paper_lookup
+from disentbook.repro.invariance_eval import evaluate_invariance, invariance_model, invariance_sampler, load_invariance_data, shift_names
 
 
 def test_paper_values_cover_every_table_row():
@@ -25,10 +27,10 @@ def test_paper_values_cover_every_table_row():
 
 def test_evaluate_on_tiny_model():
     cfg = R.INVARIANCE_SCALES["smoke"]
-    data = R.load_invariance_data("rc-mnist", cfg, 0, {})
+    data = load_invariance_data("rc-mnist", cfg, 0, {})
     spec = R.table1_specs(cfg, {})[-1]
-    model = R.invariance_model(spec, data, cfg).eval()
-    out = R.evaluate_invariance(model, data, dict(cfg, eval=dict(n_probe=200, n_test=100)), 0, spec)
+    model = invariance_model(spec, data, cfg).eval()
+    out = evaluate_invariance(model, data, dict(cfg, eval=dict(n_probe=200, n_test=100)), 0, spec)
     tags = ("m75", "m65", "p65", "p75")
     assert set(out) == ({f"{k}_{t}" for k in ("avg_acc", "worst_acc") for t in tags}
                         | {f"acc_{t}@{b}" for t in tags for b in ("yellow", "cyan", "magenta")}
@@ -37,8 +39,8 @@ def test_evaluate_on_tiny_model():
     assert out["chance_acc"] == pytest.approx(0.1)
     assert all(0 <= out[f"worst_acc_{t}"] <= out[f"avg_acc_{t}"] <= 1 for t in ("m75", "p65"))
     assert R.probe_columns(spec, 20) == slice(0, 10)
-    assert R.invariance_model(R.table1_specs(cfg, {})[2], data, cfg).latent_dim == 20 + R.COND_WIDTH
-    b = R.invariance_sampler(data, "cpu").sample(4, make_generator(0))
+    assert invariance_model(R.table1_specs(cfg, {})[2], data, cfg).latent_dim == 20 + R.COND_WIDTH
+    b = invariance_sampler(data, "cpu").sample(4, make_generator(0))
     assert R.swap_panel(model, b).shape == (24, 3, 28, 28)
 
 
@@ -48,14 +50,14 @@ def test_accuracy_per_unseen_background_adds_up_to_the_average():
     from disentbook.data.colored_mnist import group_ids
     from disentbook.eval.scores import encode_means
     cfg = R.INVARIANCE_SCALES["smoke"]
-    data = R.load_invariance_data("colored-mnist", cfg, 0, {})
+    data = load_invariance_data("colored-mnist", cfg, 0, {})
     spec = R.table1_specs(cfg, {})[0]                                      # the Baseline CNN: the whole code
     torch.manual_seed(0)
-    model = R.invariance_model(spec, data, cfg).eval()
+    model = invariance_model(spec, data, cfg).eval()
     e = dict(n_probe=300, n_test=240)
-    out = R.evaluate_invariance(model, data, dict(cfg, eval=e), 0, spec)
+    out = evaluate_invariance(model, data, dict(cfg, eval=e), 0, spec)
     test = data.tests[""]
-    assert R.shift_names(test) == ["yellow", "cyan", "magenta"] and R.shift_names(data.train) == ["red", "green", "blue"]
+    assert shift_names(test) == ["yellow", "cyan", "magenta"] and shift_names(data.train) == ["red", "green", "blue"]
     _, ft = test.sample(e["n_test"], make_generator(202))                   # the draws evaluate_invariance scores
     n = np.bincount(group_ids(test, ft).numpy()[:, -1], minlength=3)
     acc = np.array([out[f"acc@{b}"] for b in ("yellow", "cyan", "magenta")])
@@ -92,7 +94,7 @@ def test_gate_and_floor_on_worst_group_claims():
     steps) but scores worst-group 0 on the unseen backgrounds in every seed. 'Ours > UAI + 0.1 on worst_acc' is not
     decided by two 0 ± 0 cells (it was 'fails'); a row whose training groups are not all above chance did not learn,
     and every claim on it says so with the number."""
-    from disentbook.repro.harness import Claim
+    from disentbook.repro.claims import Claim
     from disentbook.repro.verdicts import learned_rows, NO_SPREAD
     floors = {m.key: m.floor() for m in R.ACC}
     assert floors["worst_acc"] == R.WORST_RES == 0.01
@@ -116,28 +118,28 @@ def test_gate_and_floor_on_worst_group_claims():
 
 def test_table1_on_grids_runs_and_mpi3d_is_not_run_without_file(tmp_path, monkeypatch):
     from disentbook.core import DataNotFoundError
-    from disentbook.repro.harness import build_objective
+    from disentbook.repro.runs import build_objective
     cfg = dict(R.INVARIANCE_SCALES["smoke"], objective=R.SHAPES3D_OBJECTIVE)
     assert R.SHAPES3D_OBJECTIVE == dict(num_classes=4, nuisance_sizes=[10.0, 10.0, 5.0, 8.0, 15.0])
     assert R.MPI3D_OBJECTIVE == dict(num_classes=6, nuisance_sizes=[3.0, 2.0, 3.0, 3.0, 40.0, 40.0])
-    data = R.load_invariance_data("shapes3d-inv", cfg, 0, {})
+    data = load_invariance_data("shapes3d-inv", cfg, 0, {})
     assert data.train.factor_sizes[2] == 5 and data.tests[""].factor_values("object_hue").min() == pytest.approx(0.5)
-    b = R.invariance_sampler(data, "cpu").sample(4, make_generator(0))
+    b = invariance_sampler(data, "cpu").sample(4, make_generator(0))
     assert (b["labels"] < 4).all() and (b["s"][:, 2] < 5).all()
     for spec in R.table1_specs(cfg, {}):
         torch.manual_seed(0)
-        model = R.invariance_model(spec, data, cfg)
+        model = invariance_model(spec, data, cfg)
         assert model.latent_dim == 20 + (48 if spec["objective"] in ("vfae", "cvib") else 0)
         out = build_objective(spec, data, model, cfg)(model, b, 0)
         assert torch.isfinite(out["loss"]), spec["row"]
-    ev = R.evaluate_invariance(model.eval(), data, dict(cfg, eval=dict(n_probe=64, n_test=64)), 0, spec)
+    ev = evaluate_invariance(model.eval(), data, dict(cfg, eval=dict(n_probe=64, n_test=64)), 0, spec)
     assert set(ev) == {"avg_acc", "worst_acc", "chance_acc", "avg_acc_train", "worst_acc_train"} | {
         f"acc@object_hue{i}" for i in range(5)}                               # the five held-out object hues
     assert 0 <= ev["worst_acc"] <= ev["avg_acc"] <= 1
     monkeypatch.setenv("DISENTBOOK_DATA", str(tmp_path))
     for name in ("mpi3d-inv", "mpi3d"):
         with pytest.raises(DataNotFoundError, match="not run: no file at .*mpi3d_real.npz"):
-            R.load_invariance_data(name, R.INVARIANCE_SCALES["paper"], 0, {})
+            load_invariance_data(name, R.INVARIANCE_SCALES["paper"], 0, {})
     assert {t.name for t in R.INVARIANCE_TABLES} >= {"Table 1 (3dShapes)", "Table 1 (MPI3D)", "Table 3 (MPI3D)"}
 
 
@@ -145,7 +147,7 @@ def test_mpi3d_columns_run_on_a_fake_file(tmp_path, monkeypatch):
     "Table 1's MPI3D column end to end on a tiny fake grid (6 colours so that both halves exist): data, pairs, every row's step, evaluation."
     import numpy as np
     from disentbook.data import mpi3d
-    from disentbook.repro.harness import build_objective
+    from disentbook.repro.runs import build_objective
     sizes = (6, 2, 2, 2, 2, 2, 2)
     class Tiny(mpi3d.MPI3D): full_sizes = sizes
     p = mpi3d.mpi3d_path("real", tmp_path); p.parent.mkdir(parents=True)
@@ -155,17 +157,17 @@ def test_mpi3d_columns_run_on_a_fake_file(tmp_path, monkeypatch):
     from disentbook.repro import invariance_eval
     monkeypatch.setattr(invariance_eval, "MPI3D", lambda variant: Tiny(variant, verify=False))    # where the data are loaded
     cfg = dict(R.INVARIANCE_SCALES["smoke"], objective=R.MPI3D_OBJECTIVE)
-    data = R.load_invariance_data("mpi3d-inv", cfg, 0, {})
+    data = load_invariance_data("mpi3d-inv", cfg, 0, {})
     assert data.train.factor_sizes[0] == 3 and data.tests[""].factor_values("object_color").tolist() == [3.0, 4.0, 5.0]
-    b = R.invariance_sampler(data, "cpu").sample(4, make_generator(0))
+    b = invariance_sampler(data, "cpu").sample(4, make_generator(0))
     assert torch.equal(b["factors"][:, 1], b["factors2"][:, 1]) and b["x"].shape == (4, 3, 64, 64)
     for spec in R.table1_specs(cfg, {}):
         torch.manual_seed(0)
-        model = R.invariance_model(spec, data, cfg)
+        model = invariance_model(spec, data, cfg)
         assert torch.isfinite(build_objective(spec, data, model, cfg)(model, b, 0)["loss"]), spec["row"]
-    ev = R.evaluate_invariance(model.eval(), data, dict(cfg, eval=dict(n_probe=48, n_test=48)), 0, spec)
+    ev = evaluate_invariance(model.eval(), data, dict(cfg, eval=dict(n_probe=48, n_test=48)), 0, spec)
     assert 0 <= ev["worst_acc"] <= ev["avg_acc"] <= 1
-    dis = R.load_invariance_data("mpi3d", cfg, 0, {})
+    dis = load_invariance_data("mpi3d", cfg, 0, {})
     assert dis.kind == "disentangle" and len(dis.full) == int(np.prod(sizes))
 
 
@@ -177,11 +179,11 @@ def test_the_declared_second_palette_is_an_option_and_labels_its_report(tmp_path
     from disentbook.data.colored_mnist import BACKGROUNDS_TEST_MIDPOINT, BACKGROUNDS_TRAIN
     cfg = R.INVARIANCE_SCALES["smoke"]
     assert R.INVARIANCE_PAPER.options["palette"] == "default"
-    assert R.shift_names(R.load_invariance_data("colored-mnist", cfg, 0, {}).tests[""]) == ["yellow", "cyan", "magenta"]
-    data = R.load_invariance_data("colored-mnist", cfg, 0, dict(palette="midpoint"))
-    assert R.shift_names(data.tests[""]) == list(BACKGROUNDS_TEST_MIDPOINT) == ["red+green", "green+blue", "blue+red"]
+    assert shift_names(load_invariance_data("colored-mnist", cfg, 0, {}).tests[""]) == ["yellow", "cyan", "magenta"]
+    data = load_invariance_data("colored-mnist", cfg, 0, dict(palette="midpoint"))
+    assert shift_names(data.tests[""]) == list(BACKGROUNDS_TEST_MIDPOINT) == ["red+green", "green+blue", "blue+red"]
     assert data.tests[""].backgrounds["red+green"] == pytest.approx([(a + b) / 2 for a, b in zip(BACKGROUNDS_TRAIN["red"], BACKGROUNDS_TRAIN["green"])])
-    assert all(R.shift_names(t)[0] == "red+green" for t in R.load_invariance_data("rc-mnist", cfg, 0, dict(palette="midpoint")).tests.values())
+    assert all(shift_names(t)[0] == "red+green" for t in load_invariance_data("rc-mnist", cfg, 0, dict(palette="midpoint")).tests.values())
     rc = main(["reproduce", "invariance", "--scale", "smoke", "--out", str(tmp_path / "mid"), "-o", "palette=midpoint"])
     assert rc == 0
     report = (tmp_path / "mid" / "report.md").read_text()

@@ -119,3 +119,102 @@ def test_a_registry_imports_its_sources_on_first_lookup(tmp_path, monkeypatch):
         with pytest.raises(InputError, match="unknown thing 'widget'; known: gadget"): reg["widget"]
     finally:
         del builtins._REG; sys.modules.pop("fake_things_module", None)
+
+
+def facades(mods: dict | None = None) -> tuple[list, list]:
+    """(star imports, private names imported across modules) of the package: `from X import *`, and `from X import _name`
+    or `module._name` where X / module is another package module (a name a module keeps to itself stays there)."""
+    mods = mods if mods is not None else modules()
+    star, private = [], []
+    for name, f in mods.items():
+        pkg_parts = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
+        tree, aliases = ast.parse(f.read_text()), {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg_parts[: len(pkg_parts) - (node.level - 1)] if node.level > 1 else pkg_parts
+                    src = ".".join([p for p in base if p] + ([node.module] if node.module else []))
+                elif node.module and node.module.split(".")[0] == "disentbook":
+                    src = node.module[len("disentbook."):] if "." in node.module else ""
+                else: continue
+                for a in node.names:
+                    full = f"{src}.{a.name}".lstrip(".")
+                    if a.name == "*": star.append(f"{name}: from {src or 'disentbook'} import *")
+                    elif full in mods: aliases[a.asname or a.name] = full
+                    elif a.name.startswith("_") and not a.name.startswith("__") and src != name:
+                        private.append(f"{name}: from {src} import {a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("disentbook.") and a.asname: aliases[a.asname] = a.name[len("disentbook."):]
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                private.append(f"{name}: {aliases[node.value.id]}.{node.attr}")
+    return star, private
+
+
+def test_no_facades():
+    "Every import names the module that defines the name: no star import, no private name taken from another module."
+    star, private = facades()
+    assert not star, star
+    assert not private, private
+
+
+def test_the_facade_scan_sees_what_it_looks_for(tmp_path, monkeypatch):
+    pkg = tmp_path / "disentbook"; pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("_x = 1\ny = 2\n")
+    (pkg / "b.py").write_text("from .a import *\nfrom .a import _x\nfrom disentbook import a as A\nz = A._x\nfrom .a import y\n")
+    monkeypatch.setattr(__import__(__name__), "PKG", pkg)
+    star, private = facades()
+    assert star == ["b: from a import *"] and sorted(private) == ["b: a._x", "b: from a import _x"], (star, private)
+
+
+def test_the_package_docstring_is_its_doc():
+    "`help(disentbook)` shows what the package is: the module docstring stands first in `__init__.py` (the version after it)."
+    import disentbook
+    assert disentbook.__doc__ and "registry" in disentbook.__doc__ and disentbook.__version__
+
+
+def reexports(mods: dict | None = None) -> list[str]:
+    """Imports of a name from a package module that only imports it from another package module (a re-export): the
+    import should name the module that defines it."""
+    mods = mods if mods is not None else modules()
+    def resolve(name, f, node):
+        pkg_parts = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
+        if node.level:
+            base = pkg_parts[: len(pkg_parts) - (node.level - 1)] if node.level > 1 else pkg_parts
+            return ".".join([p for p in base if p] + ([node.module] if node.module else []))
+        if node.module and node.module.split(".")[0] == "disentbook":
+            return node.module[len("disentbook."):] if "." in node.module else ""
+        return None
+    imported = {}                                      # module -> {name: module it was imported from}, top level only
+    for name, f in mods.items():
+        imported[name] = {}
+        for node in ast.parse(f.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and (src := resolve(name, f, node)) is not None:
+                for a in node.names:
+                    if a.name != "*" and f"{src}.{a.name}".lstrip(".") not in mods: imported[name][a.asname or a.name] = src
+    bad = []
+    for name, f in mods.items():
+        if name == "": continue                        # the package root gathers the registries on purpose
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and (src := resolve(name, f, node)) and src in mods:
+                bad += [f"{name}: from {src} import {a.name} (it comes from {imported[src][a.name]})" for a in node.names
+                        if a.name in imported.get(src, {})]
+    return bad
+
+
+def test_imports_name_the_defining_module():
+    bad = reexports()
+    assert not bad, bad
+
+
+def test_the_reexport_scan_sees_one(tmp_path, monkeypatch):
+    pkg = tmp_path / "disentbook"; pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "b.py").write_text("from .a import x\n")
+    (pkg / "c.py").write_text("from .b import x\nfrom .a import x as y\n")
+    monkeypatch.setattr(__import__(__name__), "PKG", pkg)
+    assert reexports() == ["c: from b import x (it comes from a)"]

@@ -16,6 +16,7 @@ from disentbook.cli import main
 from conftest import cli_run
 from disentbook.core import InputError
 from disentbook.objectives.base import NEEDS, OBJECTIVES, check_params, make_objective, methods_table
+from disentbook.jobs import LOCK_NAME
 
 TINY = ["--steps", "2", "--batch-size", "4", "--hidden", "16", "--latent-dim", "3", "--z-dim", "2", "--s-dim", "2",
         "--device", "cpu", "--no-eval"]
@@ -179,7 +180,7 @@ def test_existing_run_is_refused_then_resumed_or_overwritten(capsys, tmp_path):
 
 def test_lock_file_live_holder_fails_at_once_stale_is_taken_over(capsys, tmp_path):
     out = tmp_path / "r"; out.mkdir()
-    lock = out / cli.LOCK_NAME
+    lock = out / LOCK_NAME
     lock.write_text(str(os.getppid()))                      # a live process holds it
     rc, _, err = run(capsys, "train", *DATA["single"], *TINY, "--out", out)
     one_line_error(rc, err, f"in use by another disentbook process (pid {os.getppid()}")
@@ -191,7 +192,7 @@ def test_lock_file_live_holder_fails_at_once_stale_is_taken_over(capsys, tmp_pat
 
 
 def test_same_command_twice_gives_identical_weights_and_losses(capsys, tmp_path):
-    from disentbook.train import load_model
+    from disentbook.checkpoints import load_model
     args = ["train", "--method", "factor_vae", *DATA["single"], *TINY, *small_disc("factor_vae"), "--seed", "3"]
     for k in ("a", "b"): assert run(capsys, *args, "--out", tmp_path / k)[0] == 0
     ha, hb = (pd.read_csv(tmp_path / k / "history.csv") for k in ("a", "b"))

@@ -8,7 +8,8 @@ import disentbook  # noqa: F401  (registers every reproduction)
 from disentbook.cli import main
 from disentbook.core import InputError
 from disentbook.repro import plan as P
-from disentbook.repro.harness import PAPERS, scale_config
+from disentbook.repro.declare import PAPERS, scale_config
+from disentbook.repro.runs import MODES
 
 PAPERS_GPU = ("vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance")
 
@@ -21,7 +22,7 @@ def test_committed_table_holds_the_issue_anchors_marked_as_such():
         got = {(r["mode"], r["group_size"]): r["images_per_s"] for r in t["rows"]}
         assert got == {("eager", 1): 12463, ("captured_single", 1): 51449, ("captured_ensemble", 8): 54197,
                        ("captured_ensemble", 32): 125802}
-    assert all(r["mode"] in P.MODES and r["images_per_s"] > 0 for r in t["rows"])
+    assert all(r["mode"] in MODES and r["images_per_s"] > 0 for r in t["rows"])
 
 
 def test_the_package_ships_the_checkouts_table_and_plans_on_it_when_installed(monkeypatch):

@@ -50,7 +50,7 @@ def _check_card(c: dict, root: Path | None = None):
     assert c["train"]["steps"] > 0 and c["train"]["seconds"] > 0 and "cpu" in c["train"]["device"]
     assert set(c["metrics"]) and all(np.all(np.isfinite(v)) for v in c["metrics"].values())
     if "run" in c:          # a reproduction's run, shipped (tools/train_pretrained.py FROM_RUN): its command is the reproduction
-        from disentbook.repro.harness import PAPERS, scale_config
+        from disentbook.repro.declare import PAPERS, scale_config
         args = build_parser().parse_args(shlex.split(c["command"])[1:])
         cfg = scale_config(PAPERS[args.name], args.scale, dict(o.split("=", 1) for o in args.option or []) or None)
         assert (args.command, c["run"]["paper"], c["run"]["seed"]) == ("reproduce", args.name, c["train"]["seed"])
@@ -252,7 +252,8 @@ def test_a_reproduction_run_ships_as_a_pretrained_model(tmp_path):
     folder that is not a finished run, or a run of another method, is refused with one line."""
     sys.path.insert(0, str(ROOT / "tools"))
     import train_pretrained as TP
-    from disentbook.repro.harness import PAPERS, reproduce
+    from disentbook.repro.declare import PAPERS
+    from disentbook.repro.harness import reproduce
     out = tmp_path / "rep"
     reproduce(PAPERS["refvae"], scale="smoke", out_dir=out, device="cpu")
     run, dest, runs = next(out.glob("runs/*/srb_vae/seed0")), tmp_path / "dest", tmp_path / "runs"

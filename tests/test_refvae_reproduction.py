@@ -10,7 +10,11 @@ from disentbook.core import InputError, REPRODUCTIONS, paper_values
 from disentbook.nets import VAE
 from disentbook.objectives.refvae import RefVAE
 from disentbook.repro import refvae as R
-from disentbook.repro.harness import HOLDS, FAILS, judge_claim, reproduce, scale_config
+from disentbook.repro.claims import judge_claim
+from disentbook.repro.declare import scale_config
+from disentbook.repro.harness import reproduce
+from disentbook.repro.verdicts import FAILS, HOLDS
+from disentbook.eval.protocols import ridge_probe_regression
 
 
 @pytest.fixture(scope="module")
@@ -116,18 +120,18 @@ def test_ridge_probe_golden():
     "An informative code gives ~0 MAE; a constant or duplicated near-collapsed code no worse than the mean predictor."
     g = np.random.default_rng(0)
     ztr, zte, w = g.normal(size=(400, 5)), g.normal(size=(300, 5)), g.normal(size=(5, 3))
-    r = R.ridge_probe_regression(ztr, ztr @ w - 1.0, zte, zte @ w - 1.0)
+    r = ridge_probe_regression(ztr, ztr @ w - 1.0, zte, zte @ w - 1.0)
     assert r["mae"].shape == (3,) and r["mean_mae"] < 1e-2 * r["mean_predictor_mae"].mean()
     ytr, yte = g.uniform(size=(400, 2)), g.uniform(size=(300, 2))
-    r0 = R.ridge_probe_regression(np.full((400, 4), -2.0), ytr, np.full((300, 4), -2.0), yte)
+    r0 = ridge_probe_regression(np.full((400, 4), -2.0), ytr, np.full((300, 4), -2.0), yte)
     np.testing.assert_allclose(r0["mae"], r0["mean_predictor_mae"], rtol=1e-9)
     near = lambda n: np.repeat(1e-5 * g.normal(size=(n, 1)), 6, 1) + 1e-8 * g.normal(size=(n, 6))
-    r1 = R.ridge_probe_regression(near(400), ytr, near(300), yte)
+    r1 = ridge_probe_regression(near(400), ytr, near(300), yte)
     assert r1["mean_mae"] <= 1.02 * r1["mean_predictor_mae"].mean()
     # a code only a few training points wide, and larger on the test fold (OLS extrapolates there)
     ztr2, zte2 = g.normal(size=(30, 20)), 30 * g.normal(size=(300, 20))
-    r2 = R.ridge_probe_regression(ztr2, g.uniform(size=(30, 1)), zte2, g.uniform(size=(300, 1)))
+    r2 = ridge_probe_regression(ztr2, g.uniform(size=(30, 1)), zte2, g.uniform(size=(300, 1)))
     assert r2["mean_mae"] < 2 * r2["mean_predictor_mae"].mean()
-    with pytest.raises(InputError, match="mismatched"): R.ridge_probe_regression(ztr, ytr[:10], zte, yte)
-    with pytest.raises(InputError, match="dimensions"): R.ridge_probe_regression(ztr, ytr, zte[:, :2], yte)
-    with pytest.raises(InputError, match="NaN"): R.ridge_probe_regression(ztr, np.full((400, 2), np.nan), zte, yte)
+    with pytest.raises(InputError, match="mismatched"): ridge_probe_regression(ztr, ytr[:10], zte, yte)
+    with pytest.raises(InputError, match="dimensions"): ridge_probe_regression(ztr, ytr, zte[:, :2], yte)
+    with pytest.raises(InputError, match="NaN"): ridge_probe_regression(ztr, np.full((400, 2), np.nan), zte, yte)

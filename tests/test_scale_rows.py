@@ -4,9 +4,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from disentbook.repro.claims import _cells
+from disentbook.repro.claims import claim_cells
 from disentbook.repro.declare import scale_config
-from disentbook.repro.harness import HARNESS_OPTIONS, PAPERS, Context
+from disentbook.repro.declare import PAPERS
+from disentbook.repro.figures import Context
+from disentbook.repro.runs import HARNESS_OPTIONS
 
 REAL = ("vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance")
 
@@ -24,7 +26,7 @@ def _missing(name: str, scale: str) -> list[str]:
         t = next(t for t in p.tables if t.name == (c.table or first))
         if t.when is not None: continue                                   # run by option or data: its report says when not
         rows = {s["row"] or s["label"] for s in t.specs(cfg, opts)}
-        lack = sorted({r for r, _ in _cells(c)} - rows)
+        lack = sorted({r for r, _ in claim_cells(c)} - rows)
         if lack: out.append(f"{c.text[:60]}: {lack}")
     return out
 

@@ -38,7 +38,8 @@ def test_paper_values_transcribed():
 
 
 def test_scales_and_settings():
-    from disentbook.repro.harness import build_objective, default_model, scale_config
+    from disentbook.repro.declare import scale_config
+    from disentbook.repro.runs import build_objective, default_model
     paper = scale_config(R.TCWAE, "paper")
     assert paper["train"]["batch_size"] == 256 and paper["seeds"] == 5 and paper["objective"]["disc_lr"] == 1e-4
     assert paper["train"]["lr"] == 4e-4 and paper["train"]["eps"] == 8e-4 and paper["grid"]["betas"] == list(R.PAPER_GRID)
@@ -53,7 +54,9 @@ def test_scales_and_settings():
 
 def test_findings_hold_on_the_papers_own_numbers():
     "Table 1a as 5 seeds with the paper's means and stds: (1) holds, (2) is inconclusive (the paper's own note says why)."
-    from disentbook.repro.harness import judge_claim, paper_lookup, paper_seeds
+    from disentbook.repro.claims import judge_claim
+    from disentbook.repro.report import paper_lookup
+    from disentbook.repro.verdicts import paper_seeds
     pv = paper_lookup("tcwae", "Table 1a")
     seeds = paper_seeds(pv, 5)
     assert [judge_claim(c, seeds)["verdict"] for c in R.CLAIMS] == ["holds", "inconclusive"] and R.CLAIMS[1].paper_note
@@ -81,7 +84,7 @@ def test_smoke_end_to_end(tmp_path):
               "runs/dsprites_small/factor_vae_gamma100/seed0/train/checkpoint/config.json"):
         assert (tmp_path / f).stat().st_size > 0, f
     md = (tmp_path / "report.md").read_text()
-    from disentbook.repro.harness import paper_lookup
+    from disentbook.repro.report import paper_lookup
     for row, v in paper_lookup("tcwae", "Table 1a").items():
         assert f"| {row} |" in md and f"{v['mig']:.3f} ± {v['mig_std']:.3f}" in md
     for row, runs in res["results"]["Table 1a"].items():
@@ -95,7 +98,8 @@ def test_smoke_end_to_end(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray not installed")
 def test_ray_runner_on_a_local_instance(tmp_path):
-    from disentbook.repro.harness import scale_config, train_group
+    from disentbook.repro.declare import scale_config
+    from disentbook.repro.runs import train_group
     cfg = scale_config(R.TCWAE, "smoke")
     jobs = [dict(paper="tcwae", dataset="dsprites_small", spec=s, seed=0, cfg=cfg, root=str(tmp_path), device="cpu", options={})
             for s in (R.wae_spec(10), R.mws_spec(1, 5))]

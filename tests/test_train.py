@@ -10,8 +10,8 @@ from torch import nn
 
 from disentbook import core
 from disentbook.core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLossError
-from disentbook.train import (CheckpointNotFoundError, TrainConfig, Trainer, load_checkpoint, load_model, read_checkpoint_config,
-                              state_path)
+from disentbook.checkpoints import CheckpointNotFoundError, load_checkpoint, load_model, read_checkpoint_config, state_path
+from disentbook.train import TrainConfig, Trainer
 from disentbook.objectives.base import Objective, Param, make_objective, register_objective
 
 

@@ -12,7 +12,11 @@ from disentbook.core import InputError
 from disentbook.nets import VAE
 from disentbook.objectives.vae import gaussian_kl
 from disentbook.eval.viz import kl_per_dim
-from disentbook.classroom.widgets import (LatentExplorer, check_blocks, check_button, decode_latent, latent_blocks, feedback_html, gaussian_kl_explorer, gaussian_kl_figure, kl_2d_gaussian, latent_order, parameter_explorer, png_bytes, render_value, traversal_viewer)
+from disentbook.classroom.checks import check_button, feedback_html
+from disentbook.classroom.panel import png_bytes
+from disentbook.classroom.widgets import (LatentExplorer, check_blocks, decode_latent, latent_blocks, gaussian_kl_explorer,
+                                          gaussian_kl_figure, kl_2d_gaussian, latent_order, parameter_explorer, render_value,
+                                          traversal_viewer)
 
 
 class PixelModel(torch.nn.Module):

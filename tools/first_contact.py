@@ -40,7 +40,7 @@ def small_setup(name: str, hidden: int = 256) -> tuple:
     os.environ.setdefault("DISENTBOOK_OFFLINE", "1")
     import torch
     import disentbook  # noqa: F401  (registers everything)
-    from disentbook.cli import TRAINING_SETS, build_dataset, build_model_for, image_shape
+    from disentbook.jobs import TRAINING_SETS, build_dataset, build_model_for, image_shape
     from disentbook.objectives.base import OBJECTIVES, default_dataset
     cls, ds = OBJECTIVES[name], default_dataset(name)
     data = build_dataset(ds, SMALL.get(ds, {}))
@@ -57,7 +57,8 @@ def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: 
     import torch
     import disentbook  # noqa: F401  (registers everything)
     from disentbook import engine
-    from disentbook.cli import make_sampler
+    from disentbook.capture import NotReplayableError
+    from disentbook.jobs import make_sampler
     from disentbook.train import TrainConfig
     rec = dict(objective=name, device=device, precision=precision, steps=steps, batch=batch, hidden=hidden)
     try:
@@ -76,7 +77,7 @@ def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: 
             if what == "ensemble":
                 try: res = engine.fit_ensemble(members, model_config, data, config, device=device, precision=precision,
                                           strict=True, sampler=sampler)
-                except engine.NotReplayableError as e:   # as the harness plans it: its runs train as captured singles
+                except NotReplayableError as e:   # as the harness plans it: its runs train as captured singles
                     rec[what] = dict(status="ok", mode="not vmappable", why=_first_line(e), seconds=round(time.perf_counter() - t0, 2))
                     continue
             else:

@@ -319,8 +319,9 @@ def unpack(a) -> int:
 def _harness():
     "The checkout's harness (papers, rejudge, finish_from_runs), for judging here what a GPU stage returned."
     if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))
-    from disentbook.repro import harness as H
-    return H.PAPERS, H.rejudge, H.finish_from_runs
+    from disentbook.repro.declare import PAPERS as papers
+    from disentbook.repro.harness import finish_from_runs as finish, rejudge as judge_again
+    return papers, judge_again, finish
 
 
 def judge_deferred(stage: str):

@@ -135,7 +135,7 @@ def command(name: str) -> str:
 
 def train(name: str, runs: Path) -> dict:
     "Train recipe `name` into `runs/name` (unless done already); returns dict(seconds, steps)."
-    from disentbook.cli import train_job
+    from disentbook.jobs import train_job
     out = runs / name
     info = out / "pretrained_train.json"
     if info.exists(): return json.loads(info.read_text())
@@ -165,14 +165,14 @@ def pilot(name: str, lengths, runs: Path, overrides: dict | None = None) -> list
     from the recipe's (a pilot of a deviation; its runs go to `runs/NAME/pilot-k=v`). Returns one row per length."""
     import shutil
     from disentbook.classroom import pretrained as P
-    from disentbook.cli import train_job
-    from disentbook.train import load_model
+    from disentbook.jobs import train_job
+    from disentbook.checkpoints import load_model
     method, dataset, params, data_params, _ = RECIPES[name]
     params = dict(params, **(overrides or {}))
     tag = "".join(f"-{k}={v}" for k, v in sorted((overrides or {}).items()))
     st, out, rows, seconds = settings(name), runs / name / f"pilot{tag}", [], 0.0
     run = out / "run"
-    from disentbook.train import read_checkpoint_config
+    from disentbook.checkpoints import read_checkpoint_config
     for L in sorted(int(v) for v in lengths):
         done = out / f"step_{L}" / "pilot.json"
         if done.is_file():                                 # measured by an earlier call: kept
@@ -223,7 +223,7 @@ def adopt_run(name: str, run: Path, runs: Path) -> dict:
     and train/checkpoint) as the model of recipe `name`: the same model config and objective, checked; its training
     settings, command and time go into the card instead of the recipe's (`trained['settings']`, `trained['command']`)."""
     import shutil
-    from disentbook.train import read_checkpoint_config
+    from disentbook.checkpoints import read_checkpoint_config
     run = Path(run)
     try:
         st, ev = json.loads((run / "settings.json").read_text()), json.loads((run / "eval.json").read_text())
@@ -258,7 +258,7 @@ def _run_scale(name: str, run: Path, st: dict, options: dict | None = None) -> t
     fixed): under the reproduction `options` first (a declared sensitivity), then under the scale's own recipe."""
     import disentbook  # noqa: F401  (registers the papers)
     from disentbook.core import DisentbookError
-    from disentbook.repro.harness import PAPERS, scale_config
+    from disentbook.repro.declare import PAPERS, scale_config
     for opts in ([options, {}] if options else [{}]):
         for scale in PAPERS[st["paper"]].scales:
             try: cfg = scale_config(PAPERS[st["paper"]], scale, opts or None)   # lengths resolved (a cpu scale's from its curves)
@@ -317,7 +317,7 @@ def _note(name: str, trained: dict, gate: dict | None, control: dict | None = No
 
 def _precision(run: Path) -> str:
     "The precision a run trained in: its checkpoint's TrainConfig, resolved as the trainer did (fp32 before precision existed)."
-    from disentbook.train import read_checkpoint_config
+    from disentbook.checkpoints import read_checkpoint_config
     t = read_checkpoint_config(run / "checkpoint")["train"]
     if not t.get("amp", True) or "precision" not in t: return "fp32"
     return t["precision"]
@@ -327,7 +327,7 @@ def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
     "fp16 weights + card of recipe `name` in `dest`; the metrics are measured on the stored weights."
     from disentbook.classroom import pretrained as P
     from disentbook.core import cpu_name, sha256_file
-    from disentbook.train import load_model
+    from disentbook.checkpoints import load_model
     model = load_model(runs / name / "checkpoint", device="cpu")
     dest.mkdir(parents=True, exist_ok=True)
     weights = dest / f"{name}.pt"

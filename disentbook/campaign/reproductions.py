@@ -103,7 +103,8 @@ def _history_note(out: Path) -> str | None:
 
 def add_note(paper: str, out: Path, note: str, prefix: str):
     "Put `note` in the report's notes (replacing one starting with `prefix`) and judge it again (report.md follows)."
-    from disentbook.repro.harness import PAPERS, rejudge
+    from disentbook.repro.declare import PAPERS
+    from disentbook.repro.harness import rejudge
     f = out / "metrics.json"
     m = json.loads(f.read_text())
     m["notes"] = [n for n in m.get("notes", []) if not str(n).startswith(prefix)] + [note]
@@ -115,7 +116,8 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     "Run the declared reproduction `name` within `clock`'s budget: 'ok', or 'partial' (the next call resumes it)."
     import torch
     from disentbook.core import DisentbookError
-    from disentbook.repro.harness import PAPERS, reproduce
+    from disentbook.repro.declare import PAPERS
+    from disentbook.repro.harness import reproduce
     r = (reproductions or REPRODUCTIONS)[name]
     check_length(r, lengths_file)
     out = r.folder(root)

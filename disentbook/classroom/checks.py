@@ -6,7 +6,7 @@
 from __future__ import annotations
 import html, os, sys
 
-from .panel import _Panel
+from .panel import Panel
 
 # %% auto #0
 __all__ = ['FORMULA_AFTER', 'ATTEMPTS', 'RESULTS', 'feedback_html', 'CheckButton', 'check_button', 'solved', 'ExerciseCheck',
@@ -28,7 +28,7 @@ def feedback_html(result) -> str:
     return f"<div class='disentbook-feedback' style='color:red'><b>✗ {head}</b>{msg or 'not passed'}{hint}</div>"
 
 # %% ../../nbs/07b_checks.ipynb #eda20b91
-class CheckButton(_Panel):
+class CheckButton(Panel):
     "A button that runs `checker(fn)` and shows the result (green '✓ passed', or message and hint in red)."
     def __init__(self, checker, fn, description: str = "Check"):
         import ipywidgets as W
@@ -73,7 +73,7 @@ def solved(*names: str) -> bool:
     if missing: print(f"this cell uses {', '.join(missing)}: pass their checks first (it is skipped until then)")
     return not missing
 
-class ExerciseCheck(_Panel):
+class ExerciseCheck(Panel):
     "The check of one exercise: feedback of the latest run only, a *Check* button, graduated hints (see `check`)."
     def __init__(self, checker, fn, strict: bool | None = None, formula_after: int = FORMULA_AFTER):
         self.checker, self.fn, self.formula_after = checker, fn, formula_after
@@ -117,7 +117,7 @@ class ExerciseCheck(_Panel):
     def __str__(self):
         return f"✗ the check could not run: {type(self.error).__name__}: {self.error}" if self.error else str(self.result)
 
-    def _ipython_display_(self):      # the widget is built on first display (not `_Panel`'s, which shows `.widget`)
+    def _ipython_display_(self):      # the widget is built on first display (not `Panel`'s, which shows `.widget`)
         from IPython.display import display
         display(self._repr_mimebundle_(), raw=True)
 

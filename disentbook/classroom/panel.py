@@ -12,7 +12,7 @@ import torch
 from ..core import InputError
 
 # %% auto #0
-__all__ = ['png_bytes', 'figure_png']
+__all__ = ['png_bytes', 'figure_png', 'Panel']
 
 # %% ../../nbs/07a_panel.ipynb #be322ad5
 def _as_uint8_image(image) -> np.ndarray:
@@ -41,7 +41,7 @@ def figure_png(fig, dpi: int = 100) -> bytes:
     return buf.getvalue()
 
 # %% ../../nbs/07a_panel.ipynb #23195ca5
-class _Panel:
+class Panel:
     """Base of the widget objects: `.widget` is the container. Displaying the object gives the widget's view and,
     beside it, its static face (`static_face`), so a page without a kernel shows a picture where the widget was."""
     widget = None

@@ -208,7 +208,7 @@ def measure(name: str, root=None, model=None, data=None, metrics=None, gate: boo
         if gate and "gate_chunks" in ev:
             out.update(_style_gate(model, data, ev["gate_chunks"], card["model"], ev.get("gate_untrained_seeds", ())))
     elif ev["kind"] == "invariance":
-        from disentbook.repro.invariance import evaluate_invariance
+        from disentbook.repro.invariance_eval import evaluate_invariance
         cfg = dict(eval=dict(n_probe=ev["n_probe"], n_test=ev["n_test"]))
         parts = tuple(ev["metrics"] if metrics is None else metrics)
         unknown = sorted(set(parts) - set(ev["metrics"]))

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from ..core import InputError, check_images
-from ..eval.viz import _figure, image_grid, kl_per_dim, traversal_images
-from .panel import _Panel, figure_png, png_bytes
+from ..eval.viz import new_figure, image_grid, kl_per_dim, traversal_images
+from .panel import Panel, figure_png, png_bytes
 # the exercise checks (module `classroom.checks`), re-exported: `from disentbook.classroom.widgets import check` keeps working
 from .checks import (ATTEMPTS, FORMULA_AFTER, RESULTS, CheckButton, ExerciseCheck, check, check_button,
                                         feedback_html, solved)
@@ -82,7 +82,7 @@ def gaussian_kl_figure(mean, var, lim: float = 4.0):
     kl = kl_2d_gaussian(m, S)
     w, v = np.linalg.eigh(S)
     angle = float(np.degrees(np.arctan2(v[1, 1], v[0, 1])))  # direction of the largest axis
-    fig = _figure((3.2, 3.2)); ax = fig.add_subplot()
+    fig = new_figure((3.2, 3.2)); ax = fig.add_subplot()
     for k in (1, 2):
         ax.add_patch(Ellipse((0, 0), 2 * k, 2 * k, fill=False, ls="--", color="gray", lw=1,
                              label="prior N(0, I)" if k == 1 else None))
@@ -126,7 +126,7 @@ def _short(label: str) -> str: return label.split()[0]
 
 
 # %% ../../nbs/07_widgets.ipynb #93dc692c
-class LatentExplorer(_Panel):
+class LatentExplorer(Panel):
     """Sliders over the latents of `model` (ordered by KL), starting from the code of one of `images`; a model with
     latent blocks (`latent_blocks`, or `blocks=`) gets one labelled group of sliders per block."""
     def __init__(self, model, images, num_images: int = 8, span: float = 3.0, step: float = 0.05, scale: int = 4,
@@ -244,7 +244,7 @@ class LatentExplorer(_Panel):
         t, dims = self.traversal(n_steps, max_rows), self.traversal_dims(max_rows)
         rows, (h, w) = len(dims), t.shape[-2:]
         grid = image_grid(t, n_steps)
-        fig = _figure((1.6 + 0.55 * n_steps + 1.2, max(2.4, 0.55 * rows + 0.6)))
+        fig = new_figure((1.6 + 0.55 * n_steps + 1.2, max(2.4, 0.55 * rows + 0.6)))
         gs = fig.add_gridspec(2, 2, width_ratios=[1, n_steps * 0.9], wspace=0.1)
         for k, (title, img) in enumerate([("input", self.original.value), ("decoded", self.image.value)]):
             ax = fig.add_subplot(gs[k, 0]); a = np.asarray(_pil_image(img))
@@ -273,7 +273,7 @@ def traversal_grid(model, x0, dims, n_steps: int = 9, span: float = 2.5, scale: 
     imgs = traversal_images(model, check_images(x0)[:1], list(dims), torch.linspace(-span, span, n_steps))
     return png_bytes(image_grid(imgs, n_steps), scale)
 
-class TraversalViewer(_Panel):
+class TraversalViewer(Panel):
     "A dropdown (latent, in KL order, or all) and a slider (image) over the traversal grid of `viz.traversal_images`."
     def __init__(self, model, x, n_steps: int = 9, span: float = 2.5, num_images: int = 8, scale: int = 3):
         import ipywidgets as W
@@ -330,7 +330,7 @@ def _control(name, spec):
     raise InputError(f"parameter {name!r}: expected a widget, a (min, max[, step[, value]]) tuple, a list "
                      f"of options or a number, got {spec!r}")
 
-class ParameterExplorer(_Panel):
+class ParameterExplorer(Panel):
     "Controls built from `**sliders`; after each change shows `fn(**values)` (figure/image as PNG, else text)."
     def __init__(self, fn, scale: int = 4, **sliders):
         import ipywidgets as W

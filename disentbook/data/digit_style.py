@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from ..core import InputError, make_generator, to_float_images
 from .base import LabelledImages
-from .samplers import Sampler, _place
+from .samplers import Sampler, place_data
 
 # %% auto #0
 __all__ = ['STYLE_NAMES', 'WIDTHS', 'SCALE_RANGE', 'embedded_mnist', 'edge_digits', 'apply_style', 'sample_styles',
@@ -177,7 +177,7 @@ class ReferenceSampler(Sampler):
         if reference.images.shape[1:] != unlabelled.images.shape[1:]:
             raise InputError(f"reference images {tuple(reference.images.shape[1:])} and unlabelled images "
                              f"{tuple(unlabelled.images.shape[1:])} must have the same shape")
-        self.reference, self.unlabelled = _place(reference, self.device, True), _place(unlabelled, self.device, True)
+        self.reference, self.unlabelled = place_data(reference, self.device, True), place_data(unlabelled, self.device, True)
 
     def sample(self, batch_size: int, generator: torch.Generator) -> dict:
         b = self._check(batch_size, generator)

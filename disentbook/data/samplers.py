@@ -13,7 +13,7 @@ from ..core import InputError, default_device, to_float_images
 from .base import GroundTruthData, LabelledImages
 
 # %% auto #0
-__all__ = ['MATERIALIZE_BYTES', 'Sampler', 'SingleSampler', 'TargetBackgroundSampler']
+__all__ = ['MATERIALIZE_BYTES', 'Sampler', 'place_data', 'SingleSampler', 'TargetBackgroundSampler']
 
 # %% ../../nbs/01c_samplers.ipynb #41b56fd3
 class Sampler:
@@ -49,7 +49,7 @@ def _should_materialize(data, device: torch.device, materialize: bool | None) ->
     if device.type != "cpu" or getattr(data, "_images", None) is not None: return True
     return len(data) * math.prod(data.observation_shape) <= MATERIALIZE_BYTES
 
-def _place(data, device, materialize: bool | None):
+def place_data(data, device, materialize: bool | None):
     if isinstance(data, GroundTruthData):
         return data.to(device, materialize=_should_materialize(data, torch.device(device), materialize))
     if isinstance(data, LabelledImages): return data.to(device)
@@ -62,7 +62,7 @@ class SingleSampler(Sampler):
     strides are device tensors made once here, so a batch is a few kernels with no host-to-device copy (the same
     numbers as `data.sample_factors` and `data._observations`)."""
     def __init__(self, data, device=None, materialize: bool | None = None):
-        super().__init__(device); self.data = _place(data, self.device, materialize)
+        super().__init__(device); self.data = place_data(data, self.device, materialize)
         d, self._grid = self.data, None
         if (isinstance(d, GroundTruthData) and getattr(d, "_images", None) is not None
                 and type(d).sample_factors is GroundTruthData.sample_factors
@@ -81,8 +81,8 @@ class TargetBackgroundSampler(Sampler):
     "Unpaired batches from a target set (`x`) and a background set (`y`); `materialize` as in `SingleSampler`."
     def __init__(self, target, background, device=None, materialize: bool | None = None):
         super().__init__(device)
-        self.target = _place(target, self.device, materialize)
-        self.background = _place(background, self.device, materialize)
+        self.target = place_data(target, self.device, materialize)
+        self.background = place_data(background, self.device, materialize)
     def sample(self, batch_size: int, generator: torch.Generator) -> dict:
         b = self._check(batch_size, generator)
         out = self._draw(self.target, b, generator)

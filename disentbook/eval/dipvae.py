@@ -10,12 +10,12 @@ from typing import Sequence
 import numpy as np
 
 from ..core import InputError, as_codes, as_factors
-from .metrics import _mean_over_factors, _split, _top_two_gap
-from .scores import _Constant, _count, _fit_logistic, _rng, beta_vae_features, beta_vae_score
+from .metrics import mean_over_factors, split_codes, top_two_gap
+from .scores import ConstantPredictor, check_count, fit_logistic, numpy_rng, beta_vae_features, beta_vae_score
 
 # %% auto #0
 __all__ = ['SAP_FACTOR_TYPES', 'DSPRITES_FACTOR_TYPES', 'ZDIFF_CLASSIFIER', 'threshold_balanced_accuracy', 'sap_matrix_dipvae',
-           'sap_dipvae', 'zdiff_dipvae', 'zdiff_classifiers', 'hinge_bias', 'attribute_accuracy']
+           'sap_dipvae', 'fit_svm', 'zdiff_dipvae', 'zdiff_classifiers', 'hinge_bias', 'attribute_accuracy']
 
 # %% ../../nbs/32_dipvae_metrics.ipynb #6d990838
 SAP_FACTOR_TYPES = ("continuous", "categorical")
@@ -29,7 +29,7 @@ def threshold_balanced_accuracy(z, y, num_thresholds: int | None = None) -> floa
     if len(z) != len(y) or len(z) == 0: raise InputError(f"z and y: expected equal non-zero lengths, got {len(z)} and {len(y)}")
     classes, yi, counts = np.unique(y, return_inverse=True, return_counts=True)
     k = len(classes)
-    m = k - 1 if num_thresholds is None else _count("num_thresholds", num_thresholds, 0)
+    m = k - 1 if num_thresholds is None else check_count("num_thresholds", num_thresholds, 0)
     order = np.argsort(z, kind="stable")
     zs, ys, n = z[order], yi.ravel()[order], len(z)
     w = 1.0 / (k * counts[ys])                              # sum over correctly labelled samples = balanced accuracy
@@ -59,7 +59,7 @@ def _r2(z: np.ndarray, y: np.ndarray) -> np.ndarray:
 def sap_matrix_dipvae(codes, factors, codes_test, factors_test, factor_types=None, inactive_var: float = 1e-2) -> np.ndarray:
     """The paper's SAP score matrix (L, K) on the test split: R^2 of a line (continuous factors), best balanced
     accuracy of K-1 thresholds (categorical); latents with variance <= inactive_var on the training split score 0."""
-    z, v, zt, vt = _split(codes, factors, codes_test, factors_test, "sap_dipvae")
+    z, v, zt, vt = split_codes(codes, factors, codes_test, factors_test, "sap_dipvae")
     types = _factor_types(factor_types, v.shape[1])
     active = z.var(0) > inactive_var
     S = np.zeros((z.shape[1], v.shape[1]))
@@ -75,7 +75,7 @@ def sap_dipvae(codes, factors, codes_test, factors_test, factor_types=None, inac
     """SAP as defined by Kumar et al. (2018): mean over factors of the gap between the two largest entries of
     `sap_matrix_dipvae` (each factor 'continuous' or 'categorical'; default all continuous)."""
     S = sap_matrix_dipvae(codes, factors, codes_test, factors_test, factor_types, inactive_var)
-    return _mean_over_factors(_top_two_gap(S, "SAP"), as_factors(factors_test, "factors_test").var(0) == 0, "SAP (DIP-VAE)")
+    return mean_over_factors(top_two_gap(S, "SAP"), as_factors(factors_test, "factors_test").var(0) == 0, "SAP (DIP-VAE)")
 
 # %% ../../nbs/32_dipvae_metrics.ipynb #1e1beb3f
 ZDIFF_CLASSIFIER = dict(C=0.01, loss="hinge", dual=True, max_iter=20_000)   # sklearn LinearSVC, one-vs-rest
@@ -94,18 +94,18 @@ class _QuietSVC:
         return self
     def predict(self, x): return self.svc.predict(self._scale(x))
 
-def _fit_svm(x, y, seed: int):
-    if len(np.unique(y)) < 2: return _Constant(y[0])
+def fit_svm(x, y, seed: int):
+    if len(np.unique(y)) < 2: return ConstantPredictor(y[0])
     return _QuietSVC(seed).fit(x, y)
 
 def zdiff_dipvae(data, represent, seed=0, batch_size: int = 64, num_train: int = 10_000, num_eval: int = 5_000,
                  chunk: int = 4096) -> tuple[float, float]:
     """`(train_accuracy, eval_accuracy)` of the Z-diff (BetaVAE) score with the DIP-VAE paper's classifier, a
     one-vs-rest linear SVM with C = 0.01: `scores.beta_vae_score` (same features for the same seed) with that classifier."""
-    return beta_vae_score(data, represent, seed, batch_size, num_train, num_eval, chunk, fit=_fit_svm)
+    return beta_vae_score(data, represent, seed, batch_size, num_train, num_eval, chunk, fit=fit_svm)
 
 def _fit_scaled_svm(x, y, seed: int):
-    if len(np.unique(y)) < 2: return _Constant(y[0])
+    if len(np.unique(y)) < 2: return ConstantPredictor(y[0])
     return _QuietSVC(seed, standardize=True).fit(x, y)
 
 def zdiff_classifiers(data, represent, seed=0, batch_size: int = 64, num_train: int = 10_000, num_eval: int = 5_000,
@@ -115,12 +115,12 @@ def zdiff_classifiers(data, represent, seed=0, batch_size: int = 64, num_train: 
     and `logistic` (`scores.beta_vae_score`'s default), plus `svm_train`; and, per shared factor (its index in `data`),
     the recall of the two SVMs on the eval points (`svm_recall`, `svm_standardized_recall`: {factor: accuracy on the
     points that share it}). A diagnostic: how much of a score is the classifier's, and which factors it is made of."""
-    _count("num_train", num_train); _count("num_eval", num_eval)
-    rng = _rng(seed)
+    check_count("num_train", num_train); check_count("num_eval", num_eval)
+    rng = numpy_rng(seed)
     xt, yt = beta_vae_features(data, represent, num_train, batch_size, rng, chunk)
     xe, ye = beta_vae_features(data, represent, num_eval, batch_size, rng, chunk)
     s, out = int(rng.integers(2**31)), {}
-    for name, fit in (("svm", _fit_svm), ("svm_standardized", _fit_scaled_svm), ("logistic", _fit_logistic)):
+    for name, fit in (("svm", fit_svm), ("svm_standardized", _fit_scaled_svm), ("logistic", fit_logistic)):
         clf = fit(xt, yt, s)
         pred = clf.predict(xe)
         out[name] = float(np.mean(pred == ye))

@@ -12,8 +12,9 @@ from ..core import InputError, as_codes, as_factors, check_lengths
 
 # %% auto #0
 __all__ = ['NUM_BINS', 'DEFAULT_SIZES', 'DCI_TOLERANCE', 'EXPLICITNESS_CONVENTIONS', 'MetricWarning', 'grid_factors',
-           'toy_representation', 'discretize', 'entropy', 'mutual_info', 'mig_from_mi', 'mig', 'sap_matrix', 'sap',
-           'dci_from_importance', 'dci', 'modularity_from_mi', 'modularity', 'explicitness', 'irs']
+           'toy_representation', 'discretize', 'entropy', 'mutual_info', 'mean_over_factors', 'top_two_gap',
+           'mig_from_mi', 'mig', 'split_codes', 'sap_matrix', 'sap', 'dci_from_importance', 'dci', 'modularity_from_mi',
+           'modularity', 'explicitness', 'irs']
 
 # %% ../../nbs/20_metrics.ipynb #37bc1ef7
 class MetricWarning(UserWarning):
@@ -102,7 +103,7 @@ def mutual_info(codes_discrete, factors) -> np.ndarray:
     return np.maximum(mi, 0.0)
 
 # %% ../../nbs/20_metrics.ipynb #aa131e81
-def _mean_over_factors(values: np.ndarray, constant: np.ndarray, metric: str) -> float:
+def mean_over_factors(values: np.ndarray, constant: np.ndarray, metric: str) -> float:
     "Mean of per-factor `values` over the non-constant factors; warns about constant ones, raises if all are."
     if constant.all(): raise InputError(f"{metric}: every factor is constant, there is nothing to measure")
     if constant.any():
@@ -110,7 +111,7 @@ def _mean_over_factors(values: np.ndarray, constant: np.ndarray, metric: str) ->
                       "and are left out of the mean", MetricWarning, stacklevel=3)
     return float(np.mean(values[~constant]))
 
-def _top_two_gap(score: np.ndarray, metric: str) -> np.ndarray:
+def top_two_gap(score: np.ndarray, metric: str) -> np.ndarray:
     "Per column of a (L, K) score matrix: largest minus second largest entry."
     if score.shape[0] < 2: raise InputError(f"{metric}: needs at least 2 code dimensions, got {score.shape[0]}")
     top = -np.sort(-score, axis=0)
@@ -124,8 +125,8 @@ def mig_from_mi(mi, factor_entropy) -> float:
         raise InputError(f"mi: expected shape (L, {len(h)}) to match factor_entropy, got {mi.shape}")
     const = h <= 1e-12
     with np.errstate(divide="ignore", invalid="ignore"):
-        gaps = _top_two_gap(mi, "MIG") / h
-    return _mean_over_factors(gaps, const, "MIG")
+        gaps = top_two_gap(mi, "MIG") / h
+    return mean_over_factors(gaps, const, "MIG")
 
 def mig(codes, factors, num_bins: int = NUM_BINS) -> float:
     """Mutual information gap (Chen et al. 2018) of codes (N, L) w.r.t. integer factors (N, K): codes in
@@ -153,7 +154,7 @@ def _svc_accuracy(x_tr, y_tr, x_te, y_te):
         clf = LinearSVC(C=0.01, class_weight="balanced", random_state=0).fit(x_tr[:, None], y_tr)
     return float(np.mean(clf.predict(x_te[:, None]) == y_te))
 
-def _split(codes, factors, codes_test, factors_test, metric: str, need_test: bool = True):
+def split_codes(codes, factors, codes_test, factors_test, metric: str, need_test: bool = True):
     "Validate a train/test pair of (codes, factors); test arrays must have the same numbers of columns."
     z, v = as_codes(codes), as_factors(factors)
     check_lengths(codes=z, factors=v)
@@ -183,7 +184,7 @@ def sap_matrix(codes, factors, codes_test=None, factors_test=None, continuous: b
     unused); discrete: test accuracy of LinearSVC(C=0.01, class_weight='balanced') fit on one code. Inactive codes
     (variance <= 1e-12) and constant factors score 0. Discrete: InputError if a test factor value never occurs in
     training (it could never be predicted)."""
-    z, v, zt, vt = _split(codes, factors, codes_test, factors_test, "sap", need_test=not continuous)
+    z, v, zt, vt = split_codes(codes, factors, codes_test, factors_test, "sap", need_test=not continuous)
     act, var_v = _active(z), v.var(0)
     S = np.zeros((z.shape[1], v.shape[1]))
     if continuous:
@@ -205,7 +206,7 @@ def sap(codes, factors, codes_test=None, factors_test=None, continuous: bool = F
     codes of `sap_matrix` (disentanglement_lib: 10,000 train / 5,000 test). Constant factors are left out
     (MetricWarning); InputError if all are, or (discrete) if a test factor value never occurs in training."""
     S = sap_matrix(codes, factors, codes_test, factors_test, continuous, n_jobs)
-    return _mean_over_factors(_top_two_gap(S, "SAP"), as_factors(factors).var(0) == 0, "SAP")
+    return mean_over_factors(top_two_gap(S, "SAP"), as_factors(factors).var(0) == 0, "SAP")
 
 # %% ../../nbs/20_metrics.ipynb #bf006006
 def _one_minus_entropy(p: np.ndarray, base: int) -> np.ndarray:
@@ -331,7 +332,7 @@ def dci(codes_train, factors_train, codes_test, factors_test, learner: str = "hg
     (L, K) `importance` matrix. Constant factors are left out (zero importance column, not in the informativeness
     mean; MetricWarning)."""
     if learner not in ("hgb", "gbc"): raise InputError(f"learner: expected 'hgb' or 'gbc', got {learner!r}")
-    z, v, zt, vt = _split(codes_train, factors_train, codes_test, factors_test, "dci")
+    z, v, zt, vt = split_codes(codes_train, factors_train, codes_test, factors_test, "dci")
     const = v.var(0) == 0
     if const.all(): raise InputError("dci: every factor is constant, there is nothing to measure")
     if n_jobs is None: n_jobs = -1
@@ -344,7 +345,7 @@ def dci(codes_train, factors_train, codes_test, factors_test, learner: str = "hg
         d, c = dci_from_importance(R)
     if R.sum() == 0: warnings.warn("dci: no code is used by any classifier (constant codes?): D = C = 0", MetricWarning, stacklevel=2)
     acc = np.array([[a, b] for _, a, b in res])
-    if const.any(): _mean_over_factors(np.zeros(len(const)), const, "dci")  # the warning
+    if const.any(): mean_over_factors(np.zeros(len(const)), const, "dci")  # the warning
     return dict(disentanglement=d, completeness=c, informativeness_train=float(acc[:, 0].mean()),
                 informativeness_test=float(acc[:, 1].mean()), importance=R)
 
@@ -400,7 +401,7 @@ def explicitness(codes_train, factors_train, codes_test, factors_test, C: float 
     its time (< 0.22). Identical for binary factors. Constant factors are left out (MetricWarning)."""
     if multi_class not in EXPLICITNESS_CONVENTIONS:
         raise InputError(f"multi_class: expected one of {EXPLICITNESS_CONVENTIONS}, got {multi_class!r}")
-    z, v, zt, vt = _split(codes_train, factors_train, codes_test, factors_test, "explicitness")
+    z, v, zt, vt = split_codes(codes_train, factors_train, codes_test, factors_test, "explicitness")
     mu, sd = z.mean(0), z.std(0)
     sd = np.where(sd > 0, sd, 1.0)
     z, zt = (z - mu) / sd, (zt - mu) / sd
@@ -409,7 +410,7 @@ def explicitness(codes_train, factors_train, codes_test, factors_test, C: float 
     ks = np.flatnonzero(~const)
     res = np.array(_parallel(_explicit_factor, [(z, v[:, k], zt, vt[:, k], C, multi_class) for k in ks], n_jobs))
     if np.isnan(res[:, 1]).all(): raise InputError("explicitness: no test factor has two classes; the test split is too small")
-    if const.any(): _mean_over_factors(np.zeros(len(const)), const, "explicitness")  # the warning
+    if const.any(): mean_over_factors(np.zeros(len(const)), const, "explicitness")  # the warning
     return float(res[:, 0].mean()), float(np.nanmean(res[:, 1]))
 
 # %% ../../nbs/20_metrics.ipynb #dab10a01
@@ -424,7 +425,7 @@ def irs(codes, factors, diff_quantile: float = 0.99, num_bins: int = NUM_BINS) -
     z, v = as_codes(codes), as_factors(factors)
     check_lengths(codes=z, factors=v)
     const = v.var(0) == 0
-    _mean_over_factors(np.zeros(len(const)), const, "irs")  # InputError if every factor is constant, else the warning
+    mean_over_factors(np.zeros(len(const)), const, "irs")  # InputError if every factor is constant, else the warning
     v = v[:, ~const]
     vb = discretize(v, num_bins)
     z = z[:, z.var(0) > 0]

@@ -15,10 +15,10 @@ from ..data.base import GroundTruthData, as_generator
 
 # %% auto #0
 __all__ = ['SYNTHETIC_KINDS', 'BETA_VAE_CLASSIFIER', 'ARRAY_METRICS', 'SAMPLED_METRICS', 'METRICS', 'DEFAULT_METRICS',
-           'check_ground_truth', 'sample_factor_array', 'codes_from_factors', 'SyntheticFactors',
-           'SyntheticRepresentation', 'synthetic_representation', 'beta_vae_features', 'beta_vae_score',
-           'FactorVAEResult', 'factor_vae_details', 'factor_vae_score', 'check_metric_names', 'available_metrics',
-           'make_represent', 'evaluate', 'encode_means']
+           'check_ground_truth', 'check_count', 'numpy_rng', 'sample_factor_array', 'codes_from_factors',
+           'SyntheticFactors', 'SyntheticRepresentation', 'synthetic_representation', 'beta_vae_features',
+           'ConstantPredictor', 'fit_logistic', 'beta_vae_score', 'FactorVAEResult', 'factor_vae_details',
+           'factor_vae_score', 'check_metric_names', 'available_metrics', 'make_represent', 'evaluate', 'encode_means']
 
 # %% ../../nbs/21_scores.ipynb #ebc1efd2
 def check_ground_truth(data) -> tuple[int, np.ndarray]:
@@ -41,12 +41,12 @@ def check_ground_truth(data) -> tuple[int, np.ndarray]:
         raise InputError(f"data: every factor has a single value (factor_sizes={tuple(sizes.tolist())}); nothing to score")
     return k, informative
 
-def _count(name: str, value, minimum: int = 1) -> int:
+def check_count(name: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InputError(f"{name}: expected an int >= {minimum}, got {value!r}")
     return int(value)
 
-def _rng(seed) -> np.random.Generator:
+def numpy_rng(seed) -> np.random.Generator:
     if isinstance(seed, np.random.Generator): return seed
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise InputError(f"seed: expected an int or a numpy.random.Generator, got {type(seed).__name__}")
@@ -79,7 +79,7 @@ def _codes(c, n: int, dim: int | None) -> np.ndarray:
 
 def codes_from_factors(data, represent, factors, rng=None, chunk: int = 4096, dim: int | None = None) -> np.ndarray:
     "Render the observations of `factors` `(n, K)` and encode them with `represent`, `chunk` at a time; float64 `(n, L)`."
-    chunk = _count("chunk", chunk)
+    chunk = check_count("chunk", chunk)
     n, out = len(factors), None
     if n == 0: raise InputError("codes_from_factors: no factors to encode")
     for i in range(0, n, chunk):
@@ -150,7 +150,7 @@ def synthetic_representation(kind: str, num_factors: int, seed: int = 0, noise: 
     "A representation of observations of `num_factors` factor values with known properties (see the table above)."
     if kind not in SYNTHETIC_KINDS:
         raise InputError(f"unknown synthetic representation {kind!r}; known: {', '.join(SYNTHETIC_KINDS)}")
-    k, rs = _count("num_factors", num_factors), np.random.default_rng(seed)
+    k, rs = check_count("num_factors", num_factors), np.random.default_rng(seed)
     if kind == "identity": return SyntheticRepresentation(kind, lambda x: x, k)
     if kind == "rescaled":
         perm, shift = rs.permutation(k), rs.normal(size=k)
@@ -182,7 +182,7 @@ def beta_vae_features(data, represent, num_points: int, batch_size: int = 64, se
                       chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     "`(features (P, L), labels (P,))` of the BetaVAE score: mean |r(x1) - r(x2)| over `batch_size` pairs sharing factor `label`."
     k, informative = check_ground_truth(data)
-    num_points, batch_size, rng = _count("num_points", num_points), _count("batch_size", batch_size), _rng(seed)
+    num_points, batch_size, rng = check_count("num_points", num_points), check_count("batch_size", batch_size), numpy_rng(seed)
     ks, f1, f2 = _pair_factors(data, num_points, batch_size, rng, k, informative)
     n = num_points * batch_size
     codes = codes_from_factors(data, represent, np.concatenate([f1.reshape(n, k), f2.reshape(n, k)]), rng, chunk)
@@ -192,14 +192,14 @@ def beta_vae_features(data, represent, num_points: int, batch_size: int = 64, se
 # %% ../../nbs/21_scores.ipynb #7587bd4d
 BETA_VAE_CLASSIFIER = dict(C=1.0, max_iter=1000)   # sklearn LogisticRegression: multinomial, L2, lbfgs
 
-class _Constant:
+class ConstantPredictor:
     "The classifier of a training set with a single class."
     def __init__(self, label): self.label = label
     def predict(self, x): return np.full(len(x), self.label)
 
-def _fit_logistic(x, y, seed: int):
+def fit_logistic(x, y, seed: int):
     from sklearn.linear_model import LogisticRegression
-    if len(np.unique(y)) < 2: return _Constant(y[0])
+    if len(np.unique(y)) < 2: return ConstantPredictor(y[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
         return LogisticRegression(random_state=seed, **BETA_VAE_CLASSIFIER).fit(x, y)
@@ -209,11 +209,11 @@ def beta_vae_score(data, represent, seed=0, batch_size: int = 64, num_train: int
     """`(train_accuracy, eval_accuracy)` of the BetaVAE (Z-diff) score of `represent` on ground-truth `data`;
     `fit(x, y, seed)` trains the classifier (default: the logistic regression of `BETA_VAE_CLASSIFIER`)."""
     check_ground_truth(data)
-    _count("num_train", num_train); _count("num_eval", num_eval); _count("batch_size", batch_size)
-    rng = _rng(seed)
+    check_count("num_train", num_train); check_count("num_eval", num_eval); check_count("batch_size", batch_size)
+    rng = numpy_rng(seed)
     x_train, y_train = beta_vae_features(data, represent, num_train, batch_size, rng, chunk)
     x_eval, y_eval = beta_vae_features(data, represent, num_eval, batch_size, rng, chunk)
-    clf = (fit or _fit_logistic)(x_train, y_train, int(rng.integers(2**31)))
+    clf = (fit or fit_logistic)(x_train, y_train, int(rng.integers(2**31)))
     return float(np.mean(clf.predict(x_train) == y_train)), float(np.mean(clf.predict(x_eval) == y_eval))
 
 # %% ../../nbs/21_scores.ipynb #347395ad
@@ -247,10 +247,10 @@ def factor_vae_details(data, represent, seed=0, batch_size: int = 64, num_train:
                        chunk: int = 4096) -> FactorVAEResult:
     "The FactorVAE score of `represent` on `data` with its vote matrices, active codes and variances."
     k, informative = check_ground_truth(data)
-    _count("num_train", num_train); _count("num_eval", num_eval)
-    _count("batch_size", batch_size, 2); _count("num_variance_estimate", num_variance_estimate, 2)
+    check_count("num_train", num_train); check_count("num_eval", num_eval)
+    check_count("batch_size", batch_size, 2); check_count("num_variance_estimate", num_variance_estimate, 2)
     if not prune_threshold >= 0: raise InputError(f"prune_threshold: expected a value >= 0, got {prune_threshold}")
-    rng = _rng(seed)
+    rng = numpy_rng(seed)
     codes = codes_from_factors(data, represent, sample_factor_array(data, num_variance_estimate, rng, k), rng, chunk)
     variances = codes.var(0, ddof=1)
     active = np.sqrt(variances) >= prune_threshold
@@ -364,8 +364,8 @@ def evaluate(model, data, metrics=DEFAULT_METRICS, seed: int = 0, num_points: in
     import pandas as pd
     names = check_metric_names(metrics)
     k, informative = check_ground_truth(data)
-    num_points, num_test = _count("num_points", num_points, 2), _count("num_test", num_test, 2)
-    batch_size = _count("batch_size", batch_size)
+    num_points, num_test = check_count("num_points", num_points, 2), check_count("num_test", num_test, 2)
+    batch_size = check_count("batch_size", batch_size)
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise InputError(f"seed: expected an int, got {seed!r}")
     dev = _device_of(model)

@@ -13,7 +13,7 @@ import torch
 from ..core import InputError, atomic_path, check_images, to_float_images
 
 # %% auto #0
-__all__ = ['image_grid', 'compact_png', 'save_figure', 'reconstruction_figure', 'kl_per_dim', 'traversal_images',
+__all__ = ['image_grid', 'new_figure', 'compact_png', 'save_figure', 'reconstruction_figure', 'kl_per_dim', 'traversal_images',
            'traversal_figure', 'history_figure']
 
 # %% ../../nbs/05_viz.ipynb #f5189bee
@@ -29,7 +29,7 @@ def image_grid(images, nrow: int, pad: int = 1, pad_value: float = 0.5) -> np.nd
     return out.permute(1, 2, 0).numpy()
 
 # %% ../../nbs/05_viz.ipynb #1d8f55e5
-def _figure(figsize):
+def new_figure(figsize):
     from matplotlib.figure import Figure  # no pyplot state: safe in threads and headless runs
     return Figure(figsize=figsize, dpi=100)
 
@@ -77,7 +77,7 @@ def reconstruction_figure(model, x, ncol: int = 8, title: str = "originals (odd 
     rows = []
     for i in range(0, len(x), ncol): rows += [x[i:i + ncol], rec[i:i + ncol]]
     both = torch.cat([torch.cat([r, x.new_full((ncol - len(r), *x.shape[1:]), 0.5)]) for r in rows])
-    fig = _figure((ncol * 0.9, len(rows) * 0.9))
+    fig = new_figure((ncol * 0.9, len(rows) * 0.9))
     _show(fig.add_subplot(), image_grid(both, ncol), title)
     return fig
 
@@ -111,7 +111,7 @@ def traversal_figure(model, x0, x_kl=None, n_steps: int = 9, span: float = 2.5, 
     kl = kl_per_dim(model, x0 if x_kl is None else x_kl)
     dims = torch.argsort(kl, descending=True).tolist()[:max_dims]
     imgs = traversal_images(model, check_images(x0), dims, torch.linspace(-span, span, n_steps))
-    fig = _figure((n_steps * 0.8 + 0.8, len(dims) * 0.8))
+    fig = new_figure((n_steps * 0.8 + 0.8, len(dims) * 0.8))
     ax = fig.add_subplot(); _show(ax, image_grid(imgs, n_steps), title)
     h = imgs.shape[-2] + 1
     ax.set_yticks([1 + h * (r + 0.5) for r in range(len(dims))])
@@ -125,7 +125,7 @@ def history_figure(history, terms=None, title: str = "training"):
     "One panel per logged term of a trainer history (a DataFrame with a `step` column)."
     cols = [c for c in (terms or history.columns) if c != "step"]
     if not cols: raise InputError("the history has no logged terms to plot")
-    fig = _figure((3.2 * min(len(cols), 4), 2.4 * -(-len(cols) // 4)))
+    fig = new_figure((3.2 * min(len(cols), 4), 2.4 * -(-len(cols) // 4)))
     for i, c in enumerate(cols):
         ax = fig.add_subplot(-(-len(cols) // 4), min(len(cols), 4), i + 1)
         ax.plot(history["step"], history[c]); ax.set_title(c, fontsize=9); ax.set_xlabel("step", fontsize=8)

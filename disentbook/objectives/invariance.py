@@ -19,9 +19,10 @@ from .base import Objective, Param, register_objective
 from .vae import gaussian_kl
 
 # %% auto #0
-__all__ = ['PAPER', 'PAIR_KL_HINT', 'SWAP_HINT', 'SUPCON_HINT', 'pair_kl', 'jsd_gaussians', 'top_k_mask', 'swap_latents',
-           'swap_mask', 'recon_distance', 'n_swap_schedule', 'class_means', 'class_mean_sample', 'supcon_loss',
-           'elbo_scale', 'SwapInvariance', 'check_pair_kl', 'swap_topk', 'check_swap_topk', 'check_supcon']
+__all__ = ['PAPER', 'weight_param', 'COMMON_PARAMS', 'REDUCTION_PARAM', 'PAIR_KL_HINT', 'SWAP_HINT', 'SUPCON_HINT', 'pair_kl',
+           'jsd_gaussians', 'top_k_mask', 'swap_latents', 'swap_mask', 'recon_distance', 'n_swap_schedule',
+           'class_means', 'class_mean_sample', 'supcon_loss', 'elbo_scale', 'pair_forward', 'InvarianceObjective',
+           'SwapInvariance', 'check_pair_kl', 'swap_topk', 'check_swap_topk', 'check_supcon']
 
 # %% ../../nbs/70_invariance.ipynb #3c1c834b
 def pair_kl(mu_l, logvar_l, mu_m, logvar_m, symmetric: bool = False) -> torch.Tensor:
@@ -127,12 +128,12 @@ def supcon_loss(z: torch.Tensor, y: torch.Tensor, temperature: float = 0.1, norm
 
 # %% ../../nbs/70_invariance.ipynb #5b0b198b
 PAPER = "Anonymous, Reconstruction for disentanglement, contrast for invariance (ICLR 2022 submission)"
-_W = lambda d, h: Param("float", d, h, low=0)
-_COMMON = dict(d_p=Param("int", 10, "size of the predictive block z_p (the first latents) [DEFAULT]", low=0),
+weight_param = lambda d, h: Param("float", d, h, low=0)
+COMMON_PARAMS = dict(d_p=Param("int", 10, "size of the predictive block z_p (the first latents) [DEFAULT]", low=0),
                num_classes=Param("int", 10, "number of classes of y", low=2),
                classifier_hidden=Param("int", 0, "hidden units of the classifier; 0 = linear [DEFAULT]", low=0),
                rec_distance=Param("str", "mse", "distance between decoder means (L_dis, L_Zp) [DEFAULT mse]", choices=("mse", "bce")))
-_RED = Param("str", "pixel_mean", "scale of the likelihood terms (reconstructions, KLs): per input value ('pixel_mean', "
+REDUCTION_PARAM = Param("str", "pixel_mean", "scale of the likelihood terms (reconstructions, KLs): per input value ('pixel_mean', "
              "nats / (C·H·W)) or summed per image ('sum'); the class terms keep weight 1 [ours; SILENT in the paper]",
              choices=("pixel_mean", "sum"))
 
@@ -145,7 +146,7 @@ def elbo_scale(x: torch.Tensor, reduction: str = "pixel_mean") -> float:
 def _classifier(d_in: int, num_classes: int, hidden: int) -> nn.Module:
     return nn.Linear(d_in, num_classes) if hidden == 0 else MLPDiscriminator(d_in, hidden, 1, num_classes, act="relu")
 
-def _pair_forward(model, batch, generator=None) -> dict:
+def pair_forward(model, batch, generator=None) -> dict:
     "Encode and decode x and x2 together: mu, logvar, z, x_out for the 2B images, and the NLL and KL per image."
     if "x2" not in batch: raise InputError("invariance objectives train on pair batches (x, x2, labels, k): use data.colored_mnist.PairSampler")
     x = torch.cat([batch["x"], batch["x2"]])
@@ -156,7 +157,7 @@ def _pair_forward(model, batch, generator=None) -> dict:
     x_out = model.decode(z).float()
     return dict(x=x, mu=mu, logvar=lv, z=z, x_out=x_out, nll=model.nll(x_out, x), kl=gaussian_kl(mu, lv).sum(1))
 
-class _Invariance(Objective):
+class InvarianceObjective(Objective):
     "Shared: pair batches, the classifier, `classify`."
     sampler, needs, paper = "pair", frozenset({"latent_dim"}), PAPER
     classifier_aux = False               # the classifier trains on detached codes with its own optimizer
@@ -183,17 +184,17 @@ class _Invariance(Objective):
 
 # %% ../../nbs/70_invariance.ipynb #89aefae4
 @register_objective("swap_invariance")
-class SwapInvariance(_Invariance):
+class SwapInvariance(InvarianceObjective):
     "The proposed model (Eq. 10): VAE on pairs + alpha·swapped reconstruction (KL or JSD top-k) + beta·SupCon + gamma·class-mean, CE two-step."
     default_latent_dim = 20              # z_p (d_p = 10) + z_n (10 nuisance latents), the reproduction's layout
-    params = dict(_COMMON, divergence=Param("str", "kl", "detection of the changed latents (Eq. 3 / 4)", choices=("kl", "jsd", "kl_sym")),
-                  alpha=_W(1.0, "weight of the swapped reconstruction L_dis [DEFAULT]"),
-                  beta_sup=_W(1.0, "weight of the supervised contrastive loss [DEFAULT]"),
-                  gamma_zp=_W(1.0, "weight of the class-mean regulariser L_Zp [DEFAULT]"),
+    params = dict(COMMON_PARAMS, divergence=Param("str", "kl", "detection of the changed latents (Eq. 3 / 4)", choices=("kl", "jsd", "kl_sym")),
+                  alpha=weight_param(1.0, "weight of the swapped reconstruction L_dis [DEFAULT]"),
+                  beta_sup=weight_param(1.0, "weight of the supervised contrastive loss [DEFAULT]"),
+                  gamma_zp=weight_param(1.0, "weight of the class-mean regulariser L_Zp [DEFAULT]"),
                   temperature=Param("float", 0.1, "SupCon temperature [DEFAULT, Khosla]", low=0, low_open=True),
                   warmup_amount=Param("int", 0, "steps of warm-up by amount (0: none)", low=0),
                   scheme=Param("str", "separate", "classifier training: CE on detached z_p (aux net) or in the main loss", choices=("separate", "joint")),
-                  classifier_lr=Param("float", 1e-3, "Adam lr of the separate classifier", low=0, low_open=True), reduction=_RED)
+                  classifier_lr=Param("float", 1e-3, "Adam lr of the separate classifier", low=0, low_open=True), reduction=REDUCTION_PARAM)
 
     def __init__(self, d_p: int = 10, num_classes: int = 10, classifier_hidden: int = 0, rec_distance: str = "mse",
                  divergence: str = "kl", alpha: float = 1.0, beta_sup: float = 1.0, gamma_zp: float = 1.0,
@@ -222,7 +223,7 @@ class SwapInvariance(_Invariance):
             return pair_kl(*args, symmetric=self.divergence == "kl_sym")
 
     def forward(self, model, batch, step):
-        o = _pair_forward(model, batch)
+        o = pair_forward(model, batch)
         b, y, d_n = len(batch["x"]), batch["labels"], self.latent_dim - self.d_p
         mu, lv, z = o["mu"], o["logvar"], o["z"]
         k = batch.get("k", torch.ones(b, dtype=torch.long, device=z.device)).clamp(0, d_n - 1)   # valid by construction

@@ -13,7 +13,7 @@ from ..core import InputError
 from ..nets import MLPDiscriminator, reparameterize
 from .base import Objective, Param, register_objective
 from .vae import gaussian_kl
-from .invariance import _COMMON, _Invariance, _RED, _W, _pair_forward, elbo_scale
+from .invariance import COMMON_PARAMS, InvarianceObjective, REDUCTION_PARAM, weight_param, pair_forward, elbo_scale
 
 
 # %% auto #0
@@ -38,7 +38,7 @@ def ada_aggregate(mu1, logvar1, mu2, logvar2, kind: str = "gvae", poe_factor: fl
 # %% ../../nbs/70a_invariance_baselines.ipynb #d8950e8f
 class _Ada(Objective):
     sampler, paper, kind = "pair", "Locatello et al., Weakly-supervised disentanglement without compromises, ICML 2020", "gvae"
-    params = dict(beta=_W(1.0, "weight of the KL"), poe_factor=Param("float", 1.0, "ML-VAE: factor of the PoE variance (disentanglement_lib: 2)", low=0, low_open=True))
+    params = dict(beta=weight_param(1.0, "weight of the KL"), poe_factor=Param("float", 1.0, "ML-VAE: factor of the PoE variance (disentanglement_lib: 2)", low=0, low_open=True))
     def __init__(self, beta: float = 1.0, poe_factor: float = 1.0):
         super().__init__(beta=float(beta), poe_factor=float(poe_factor)); self.beta, self.poe_factor = float(beta), float(poe_factor)
     def forward(self, model, batch, step):
@@ -67,7 +67,7 @@ class AdaMLVAE(_Ada):
 class AnnealedVAE(Objective):
     "AnnealedVAE: rec + gamma·|KL − C(t)|, C(t) = c_max·min(1, t / iteration_threshold)."
     paper = "Burgess et al., Understanding disentangling in beta-VAE (2018)"
-    params = dict(gamma=_W(1000.0, "weight of the capacity constraint"), c_max=_W(25.0, "final capacity (nats)"),
+    params = dict(gamma=weight_param(1000.0, "weight of the capacity constraint"), c_max=weight_param(25.0, "final capacity (nats)"),
                   iteration_threshold=Param("int", 100_000, "steps to reach c_max", low=1))
     def __init__(self, gamma: float = 1000.0, c_max: float = 25.0, iteration_threshold: int = 100_000):
         super().__init__(gamma=float(gamma), c_max=float(c_max), iteration_threshold=int(iteration_threshold))
@@ -143,7 +143,7 @@ def pairwise_gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor
 # %% ../../nbs/70a_invariance_baselines.ipynb #47ff30c4
 _NUIS = dict(nuisance_sizes=Param("floats", [6.0, 3.0], "sizes of the known nuisance factors (s, s2 columns); Colored-MNIST: digit colour 6, background 3", low=1))
 
-class _Supervised(_Invariance):
+class _Supervised(InvarianceObjective):
     "Invariance baselines: a classifier trained jointly with the encoder (CE in the main loss) on both images of each pair."
     def _batch(self, model, batch):
         if "x2" not in batch: raise InputError(f"{self.name} trains on pair batches (x, x2, labels, s, s2): use data.colored_mnist.PairSampler")
@@ -155,7 +155,7 @@ class _Supervised(_Invariance):
 @register_objective("inv_cnn")
 class InvCNN(_Supervised):
     "Baseline: a CNN classifier (the encoder mean as the feature) trained with cross-entropy."
-    params = dict(num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"])
+    params = dict(num_classes=COMMON_PARAMS["num_classes"], classifier_hidden=COMMON_PARAMS["classifier_hidden"])
     def __init__(self, num_classes: int = 10, classifier_hidden: int = 0, latent_dim: int | None = None):
         super().__init__(num_classes=num_classes, classifier_hidden=classifier_hidden, latent_dim=latent_dim)
         if latent_dim is not None: self.setup()
@@ -167,15 +167,15 @@ class InvCNN(_Supervised):
 @register_objective("inv_cnn_beta_vae")
 class InvCNNBetaVAE(_Supervised):
     "Baseline: the CNN with β-VAE reconstruction at the same time: CE(f(mu), y) + s·(rec + beta·KL), s = `elbo_scale`."
-    params = dict(beta=_W(4.0, "weight of the KL [DEFAULT]"), num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"],
-                  reduction=_RED)
+    params = dict(beta=weight_param(4.0, "weight of the KL [DEFAULT]"), num_classes=COMMON_PARAMS["num_classes"], classifier_hidden=COMMON_PARAMS["classifier_hidden"],
+                  reduction=REDUCTION_PARAM)
     def __init__(self, beta: float = 4.0, num_classes: int = 10, classifier_hidden: int = 0, reduction: str = "pixel_mean",
                  latent_dim: int | None = None):
         super().__init__(beta=float(beta), num_classes=num_classes, classifier_hidden=classifier_hidden, reduction=reduction, latent_dim=latent_dim)
         self.beta, self.reduction = float(beta), reduction
         if latent_dim is not None: self.setup()
     def forward(self, model, batch, step):
-        o = _pair_forward(model, batch)
+        o = pair_forward(model, batch)
         ce, acc = self._ce(o["mu"], torch.cat([batch["labels"], batch["labels"]]))
         recon, kl = o["nll"].mean(), o["kl"].mean()
         return dict(loss=ce + elbo_scale(o["x"], self.reduction) * (recon + self.beta * kl), ce=ce, acc=acc, recon=recon, kl=kl)
@@ -199,8 +199,8 @@ class _Conditional(_Supervised):
 class VFAE(_Conditional):
     "VFAE (Louizos et al. 2016), simplified: s·(rec(x | z, s) + KL) + alpha·CE(f(mu), y) + beta·MMD² between nuisance groups of z; s = `elbo_scale`."
     paper = "Louizos et al., The variational fair autoencoder, ICLR 2016"
-    params = dict(alpha=_W(1.0, "weight of the classification term"), beta_mmd=_W(1.0, "weight of the MMD penalty"),
-                  num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"], **_NUIS, reduction=_RED)
+    params = dict(alpha=weight_param(1.0, "weight of the classification term"), beta_mmd=weight_param(1.0, "weight of the MMD penalty"),
+                  num_classes=COMMON_PARAMS["num_classes"], classifier_hidden=COMMON_PARAMS["classifier_hidden"], **_NUIS, reduction=REDUCTION_PARAM)
     def __init__(self, alpha: float = 1.0, beta_mmd: float = 1.0, num_classes: int = 10, classifier_hidden: int = 0,
                  nuisance_sizes=(6, 3), reduction: str = "pixel_mean", latent_dim: int | None = None):
         super().__init__(alpha=float(alpha), beta_mmd=float(beta_mmd), num_classes=num_classes, classifier_hidden=classifier_hidden,
@@ -219,8 +219,8 @@ class VFAE(_Conditional):
 class CVIB(_Conditional):
     "CVIB (Moyer et al. 2018): CE(f(z), y) + s·(beta·KL + lam·[rec(x | z, c) + mean pairwise KL between the batch's posteriors]); s = `elbo_scale`."
     paper = "Moyer et al., Invariant representations without adversarial training, NeurIPS 2018"
-    params = dict(beta=_W(1.0, "weight of the KL to the prior"), lam=_W(1.0, "weight of the I(z; c) bound"),
-                  num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"], **_NUIS, reduction=_RED)
+    params = dict(beta=weight_param(1.0, "weight of the KL to the prior"), lam=weight_param(1.0, "weight of the I(z; c) bound"),
+                  num_classes=COMMON_PARAMS["num_classes"], classifier_hidden=COMMON_PARAMS["classifier_hidden"], **_NUIS, reduction=REDUCTION_PARAM)
     def __init__(self, beta: float = 1.0, lam: float = 1.0, num_classes: int = 10, classifier_hidden: int = 0,
                  nuisance_sizes=(6, 3), reduction: str = "pixel_mean", latent_dim: int | None = None):
         super().__init__(beta=float(beta), lam=float(lam), num_classes=num_classes, classifier_hidden=classifier_hidden,
@@ -240,9 +240,9 @@ class CAI(_Supervised):
     CE(D(h), s). adversary='uniform' [default]: the encoder pushes D(h) to the uniform distribution, term Σ_factors KL(U || D(h)) >= 0
     (bounded below; same equilibrium D(s|h) = p(s) when s is uniform); 'reverse': the literal −CE(D(h), s) (unbounded below)."""
     paper = "Xie et al., Controllable invariance through adversarial feature learning, NeurIPS 2017"
-    params = dict(gamma=_W(1.0, "weight of the adversarial term [DEFAULT]"), disc_hidden=Param("int", 256, "discriminator width", low=1),
+    params = dict(gamma=weight_param(1.0, "weight of the adversarial term [DEFAULT]"), disc_hidden=Param("int", 256, "discriminator width", low=1),
                   disc_lr=Param("float", 1e-3, "discriminator Adam lr", low=0, low_open=True),
-                  num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"], **_NUIS,
+                  num_classes=COMMON_PARAMS["num_classes"], classifier_hidden=COMMON_PARAMS["classifier_hidden"], **_NUIS,
                   adversary=Param("str", "uniform", "encoder's term: KL(uniform || D(h)) or the reversed CE [ours: 'uniform']", choices=("uniform", "reverse")))
     def __init__(self, gamma: float = 1.0, disc_hidden: int = 256, disc_lr: float = 1e-3, num_classes: int = 10,
                  classifier_hidden: int = 0, nuisance_sizes=(6, 3), adversary: str = "uniform", latent_dim: int | None = None):
@@ -283,10 +283,10 @@ class UAI(_Supervised):
     the encoder maximises the disentanglers' squared errors without limit and training diverges."""
     paper = "Jaiswal et al., Unsupervised adversarial invariance, NeurIPS 2018"
     default_latent_dim = 20              # e1 (d_p = 10) + e2 (10), as swap_invariance
-    params = dict(d_p=_COMMON["d_p"], alpha=_W(100.0, "weight of the prediction loss (UAI paper, unverified)"),
-                  beta=_W(0.1, "weight of the reconstruction (UAI paper, unverified)"), gamma=_W(1.0, "weight of the disentanglers"),
+    params = dict(d_p=COMMON_PARAMS["d_p"], alpha=weight_param(100.0, "weight of the prediction loss (UAI paper, unverified)"),
+                  beta=weight_param(0.1, "weight of the reconstruction (UAI paper, unverified)"), gamma=weight_param(1.0, "weight of the disentanglers"),
                   dropout=Param("float", 0.5, "dropout psi on e1", low=0, high=1, high_open=True),
-                  num_classes=_COMMON["num_classes"], classifier_hidden=_COMMON["classifier_hidden"])
+                  num_classes=COMMON_PARAMS["num_classes"], classifier_hidden=COMMON_PARAMS["classifier_hidden"])
     def __init__(self, d_p: int = 10, alpha: float = 100.0, beta: float = 0.1, gamma: float = 1.0, dropout: float = 0.5,
                  num_classes: int = 10, classifier_hidden: int = 0, latent_dim: int | None = None):
         super().__init__(d_p=d_p, alpha=float(alpha), beta=float(beta), gamma=float(gamma), dropout=float(dropout),

@@ -20,9 +20,10 @@ from .contrastive import ContrastiveVAE
 from .density_ratio import logistic_loss
 
 # %% auto #0
-__all__ = ['REFVAE_PAPER', 'discriminator_loss', 'RATIOS', 'LAPLACE_HINT', 'LATENT_HINT', 'DISC_HINT', 'RefVAE', 'laplace_nll',
-           'encode_ze', 'rb_vae_terms', 'decoder_sensitivity', 'latent_nll', 'latent_rec', 'RefDiscriminator', 'RbVAE',
-           'latent_log_ratio', 'srb_vae_terms', 'SRbVAE', 'check_laplace_nll', 'check_latent_nll',
+__all__ = ['REFVAE_PAPER', 'discriminator_loss', 'RATIOS', 'size_param', 'DISC_PARAMS', 'REC_PARAMS', 'LAPLACE_HINT',
+           'LATENT_HINT', 'DISC_HINT', 'RefVAE', 'laplace_nll', 'encode_ze', 'rb_vae_terms', 'decoder_sensitivity',
+           'latent_nll', 'latent_rec', 'RefDiscriminator', 'need_ref', 'need_refvae', 'RbVAE', 'latent_log_ratio',
+           'srb_vae_terms', 'SizedByModel', 'SRbVAE', 'check_laplace_nll', 'check_latent_nll',
            'check_discriminator_loss']
 
 # %% ../../nbs/60_refvae.ipynb #565061c7
@@ -129,11 +130,11 @@ class RefDiscriminator(nn.Module):
         return self.out(self.drop(h)).squeeze(1)
 
 # %% ../../nbs/60_refvae.ipynb #b77c214a
-def _need_ref(batch):
+def need_ref(batch):
     if "x_ref" not in batch or "x" not in batch:
         raise InputError(f"reference-based objectives need batches with 'x' (unlabelled) and 'x_ref' (reference), got keys {sorted(batch)}")
 
-def _need_refvae(model):
+def need_refvae(model):
     # by kind, not isinstance: a notebook that re-runs this module's cells defines its own RefVAE class
     if getattr(model, "config", {}).get("kind") != "ref_vae" or not hasattr(model, "e_r"):
         raise InputError(f"this objective needs a RefVAE model (kind 'ref_vae'), got {type(model).__name__}")
@@ -146,7 +147,7 @@ class RbVAE(Objective):
     "Rb-VAE (Eq. 3): the reference-based VAE bound on an unlabelled and a reference batch."
     sampler, model_kind, paper = "reference", "ref_vae", REFVAE_PAPER
     def forward(self, model, batch, step):
-        _need_ref(batch); _need_refvae(model)
+        need_ref(batch); need_refvae(model)
         t = rb_vae_terms(model, batch["x"], batch["x_ref"])
         return {k: t[k] for k in ("loss", "rec_u", "rec_r", "kl_z_u", "kl_e_u", "kl_z_r")}
 
@@ -196,12 +197,12 @@ def srb_vae_terms(model: RefVAE, d0: nn.Module, d1: nn.Module, x_u, x_r, latent_
                 gen=dict(z=zt, e=et, z_ref=zt2, mu_z=mz, mu_e=me),
                 logvar_max=torch.cat([t["logvar_z"], t["logvar_e"]], 1).max().detach())
 
-_SIZE = lambda what: Param("int", None, f"{what}; none: from the model at bind", low=1)
-_DISC_P = dict(disc_hidden=Param("int", 256, "width of the discriminators (conv trunk output and FC layers)", low=1),
+size_param = lambda what: Param("int", None, f"{what}; none: from the model at bind", low=1)
+DISC_PARAMS = dict(disc_hidden=Param("int", 256, "width of the discriminators (conv trunk output and FC layers)", low=1),
                disc_dropout=Param("float", 0.5, "dropout on the inputs of the discriminators' last layer (A.4; "
                                   "the paper's value is illegible, ours)", low=0, high=1, high_open=True),
                disc_lr=Param("float", 1e-4, "discriminators' Adam learning rate (betas 0.5, 0.999)", low=0, low_open=True))
-_REC_P = dict(lambda_img=Param("float", 1.0, "weight of the explicit image reconstruction (L1/b)", low=0),
+REC_PARAMS = dict(lambda_img=Param("float", 1.0, "weight of the explicit image reconstruction (L1/b)", low=0),
               lambda_lat=Param("float", 1.0, "weight of the explicit latent reconstruction", low=0),
               latent_rec=Param("str", "nll", "latent-reconstruction distance: Gaussian NLL under q (Eq. 5) or "
                                "squared error to the mean", choices=("nll", "l2")))
@@ -209,7 +210,7 @@ _REC_P = dict(lambda_img=Param("float", 1.0, "weight of the explicit image recon
 _RATIO_P = dict(ratio=Param("str", "analytic", "log-ratio estimator: 'analytic' T = log q(z,e|x) − log p(z,e) + D (ours, "
                             "stable), 'learned' T = D alone (the paper's literal estimator; diverges at lr 5e-4)", choices=RATIOS))
 
-class _SizedByModel(Objective):
+class SizedByModel(Objective):
     "Objectives whose discriminators are sized by the model: `model_keys` come from `model.config` at `bind`."
     model_keys: tuple = ()
     def _init(self, **hp):
@@ -234,12 +235,12 @@ class _SizedByModel(Objective):
                              f"make_objective({self.name!r}, model=...) or objective.bind(model=...), or pass them")
 
 @register_objective("srb_vae")
-class SRbVAE(_SizedByModel):
+class SRbVAE(SizedByModel):
     "sRb-VAE (Eq. 6-7 + explicit reconstructions): symmetric KL by discriminators D0(x, z, e), D1(x, z)."
     sampler, model_kind, paper = "reference", "ref_vae", REFVAE_PAPER
     model_keys = ("z_dim", "e_dim", "channels", "image_size")
-    params = dict(**_REC_P, **_RATIO_P, **_DISC_P, z_dim=_SIZE("size of z"), e_dim=_SIZE("size of e"),
-                  channels=_SIZE("image channels"), image_size=_SIZE("image side in pixels"))
+    params = dict(**REC_PARAMS, **_RATIO_P, **DISC_PARAMS, z_dim=size_param("size of z"), e_dim=size_param("size of e"),
+                  channels=size_param("image channels"), image_size=size_param("image side in pixels"))
     def __init__(self, lambda_img: float = 1.0, lambda_lat: float = 1.0, latent_rec: str = "nll", ratio: str = "analytic",
                  disc_hidden: int = 256, disc_dropout: float = 0.5, disc_lr: float = 1e-4, z_dim: int | None = None,
                  e_dim: int | None = None, channels: int | None = None, image_size: int | None = None):
@@ -261,7 +262,7 @@ class SRbVAE(_SizedByModel):
         for k in self.aux_nets: self.aux_optim[k] = dict(lr=h["disc_lr"], betas=(0.5, 0.999))
 
     def forward(self, model, batch, step):
-        _need_ref(batch); _need_refvae(model); self._ready()
+        need_ref(batch); need_refvae(model); self._ready()
         t = srb_vae_terms(model, self.aux_nets["d0"], self.aux_nets["d1"], batch["x"], batch["x_ref"], self.latent_rec,
                           ratio=self.ratio)
         loss = t["adv"] + self.lambda_img * t["img"] + self.lambda_lat * t["lat"]

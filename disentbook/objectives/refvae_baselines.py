@@ -15,7 +15,7 @@ from .vae import gaussian_kl
 from .contrastive import OT_SOLVERS, dirac_surrogate, w2_loss
 from .density_ratio import DensityRatio, density_ratio_loss
 from .refvae import (REFVAE_PAPER, RefDiscriminator, latent_rec, rb_vae_terms, srb_vae_terms,
-                                          _DISC_P, _REC_P, _SIZE, _SizedByModel, _need_ref, _need_refvae)
+                                          DISC_PARAMS, REC_PARAMS, size_param, SizedByModel, need_ref, need_refvae)
 
 
 # %% auto #0
@@ -23,12 +23,12 @@ __all__ = ['SVAE', 'MathieuRef', 'SRbVAEContrastive']
 
 # %% ../../nbs/60a_refvae_baselines.ipynb #8e3e057d
 @register_objective("svae")
-class SVAE(_SizedByModel):
+class SVAE(SizedByModel):
     "sVAE: symmetric KL between q(x, z) and p(x, z) by one discriminator D(x, z), + image and latent reconstructions."
     model_keys, paper = ("latent_dim", "channels", "image_size"), "Pu et al., Symmetric variational autoencoder and connections to adversarial learning, AISTATS 2018"
     dataset = "digits"                    # `disentbook train --method svae`: MNIST digits, the image family it is compared on
-    params = dict(**_REC_P, **_DISC_P, latent_dim=_SIZE("number of latents"), channels=_SIZE("image channels"),
-                  image_size=_SIZE("image side in pixels"))
+    params = dict(**REC_PARAMS, **DISC_PARAMS, latent_dim=size_param("number of latents"), channels=size_param("image channels"),
+                  image_size=size_param("image side in pixels"))
     def __init__(self, lambda_img: float = 1.0, lambda_lat: float = 1.0, latent_rec: str = "nll", disc_hidden: int = 256,
                  disc_dropout: float = 0.5, disc_lr: float = 1e-4, latent_dim: int | None = None,
                  channels: int | None = None, image_size: int | None = None):
@@ -65,13 +65,13 @@ class SVAE(_SizedByModel):
 
 # %% ../../nbs/60a_refvae_baselines.ipynb #4e9b2711
 @register_objective("mathieu_ref")
-class MathieuRef(_SizedByModel):
+class MathieuRef(SizedByModel):
     "Mathieu et al. (2016) adapted to references: swap reconstructions within reference pairs + a GAN on mixed decodings."
     sampler, model_kind, model_keys = "reference", "ref_vae", ("channels", "image_size")
     paper = "Mathieu et al., Disentangling factors of variation in deep representations using adversarial training, NeurIPS 2016 (adapted as in " + REFVAE_PAPER + ")"
     params = dict(lambda_adv=Param("float", 1.0, "weight of the generator's GAN loss on mixed decodings", low=0),
-                  disc_hidden=_DISC_P["disc_hidden"], disc_lr=_DISC_P["disc_lr"],
-                  channels=_SIZE("image channels"), image_size=_SIZE("image side in pixels"))
+                  disc_hidden=DISC_PARAMS["disc_hidden"], disc_lr=DISC_PARAMS["disc_lr"],
+                  channels=size_param("image channels"), image_size=size_param("image side in pixels"))
     def __init__(self, lambda_adv: float = 1.0, disc_hidden: int = 256, disc_lr: float = 1e-4,
                  channels: int | None = None, image_size: int | None = None):
         if not lambda_adv >= 0: raise InputError(f"lambda_adv must be >= 0, got {lambda_adv}")
@@ -87,7 +87,7 @@ class MathieuRef(_SizedByModel):
         self.aux_optim["d_img"] = dict(lr=h["disc_lr"], betas=(0.5, 0.999))
 
     def forward(self, model, batch, step):
-        _need_ref(batch); _need_refvae(model); self._ready()
+        need_ref(batch); need_refvae(model); self._ready()
         x_u, x_r = batch["x"], batch["x_ref"]; b = len(x_u)
         p = model.encode_ze(torch.cat([x_u, x_r]))
         mu_z, lv_z, e = p["mu_z"].float(), p["logvar_z"].float(), p["mu_e"].float()

@@ -11,8 +11,8 @@ import numpy as np
 from ..core import InputError
 
 # %% auto #0
-__all__ = ['SCALE_ORDER', 'POWER_SIMS', 'parse_tolerance', 'band', 'parse_part', 'Claim', 'judge_part', 'claim_power',
-           'judge_claim']
+__all__ = ['SCALE_ORDER', 'POWER_SIMS', 'parse_tolerance', 'band', 'parse_part', 'Claim', 'judge_part', 'claim_cells',
+           'claim_power', 'judge_claim']
 
 # %% ../../nbs/08d_claims.ipynb #208e9398
 from .verdicts import (ALPHA, BOUNDS, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
@@ -204,7 +204,7 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
 
 POWER_SIMS = 400          # simulated reproductions per claim power (Monte Carlo standard error at most 0.025)
 
-def _cells(claim: Claim) -> list[tuple[str, str]]:
+def claim_cells(claim: Claim) -> list[tuple[str, str]]:
     "The (row, metric) cells a claim's parts read."
     return list(dict.fromkeys((r, p["metric"]) for p in claim.parts for r in _part_rows(p)))
 
@@ -215,7 +215,7 @@ def claim_power(claim: Claim, paper: dict | None, n: int, floors: dict | None = 
     'max' sides, Holm, 'most' and bands included. None with the reason where a cell has no paper value or no printed
     standard deviation (the power would rest on an assumed spread), or n < 2."""
     if n < 2: return None, "one seed"
-    cells = _cells(claim)
+    cells = claim_cells(claim)
     for r, k in cells:
         v, s = (paper or {}).get(r, {}).get(k), (paper or {}).get(r, {}).get(k + "_std")
         if v is None or not math.isfinite(float(v)): return None, f"unknown: no paper value for {r} {k}"

@@ -19,9 +19,13 @@ from ..data.samplers import TargetBackgroundSampler
 from ..eval.protocols import chance_level, clustering_scores, reconstruction_error_per_pixel, tsne_embedding
 from ..eval.viz import image_grid
 from ..objectives.contrastive import ContrastiveVAE, w2_loss
-from .harness import Claim, Gate, untrained_gate, pixel_gate, Metric, Paper, Table, cpu_scale, register_reproduction
-from .contrastive_eval import *                       # the data and scoring (`repro.contrastive_eval`)
-from .contrastive_eval import _contrastive_data, _model, _sampler
+from .claims import Claim
+from .declare import Metric, Paper, Table, cpu_scale
+from .harness import register_reproduction
+from .reference import pixel_gate, untrained_gate
+from .verdicts import Gate
+from .contrastive_eval import (AFFECTNET_CLASSES, DATASET_LATENTS, contrastive_data, contrastive_model, contrastive_sampler,
+                                               encode_parts, evaluate_contrastive, pixel_reference, prior_w2_level)  # the data and scoring (`repro.contrastive_eval`)
 
 # %% auto #0
 __all__ = ['METHODS', 'CONTRASTIVE_SCALES', 'LIKELIHOODS', 'FORMER', 'METRICS', 'TABLES', 'GATES', 'CONTRASTIVE',
@@ -316,7 +320,7 @@ def _notes(ctx) -> list[str]:
 
 CONTRASTIVE = Paper(
     name="contrastive", title="Contrastive disentanglement (ICLR 2020 submission)", scales=CONTRASTIVE_SCALES, tables=TABLES,
-    data=_contrastive_data, evaluate=evaluate_contrastive, model=_model, sampler=_sampler, claims=contrastive_claims, learned=GATES, pixels=_pixels,
+    data=contrastive_data, evaluate=evaluate_contrastive, model=contrastive_model, sampler=contrastive_sampler, claims=contrastive_claims, learned=GATES, pixels=_pixels,
     figures=(contrastive_figures,), options=dict(sweep=None, data_root=None, datasets=None, likelihood="bernoulli"), notes=_notes,
     seeded_data=True, reference_reads_objective=False,   # its evaluation reads the codes only: the four rows share one untrained network per seed
     sensitivity=("likelihood",), configure=configure_contrastive)

@@ -19,8 +19,9 @@ from ..eval.protocols import chance_level, clustering_scores, reconstruction_err
 from ..objectives.contrastive import ContrastiveVAE, w2_loss
 
 # %% auto #0
-__all__ = ['DATASET_LATENTS', 'AFFECTNET_CLASSES', 'load_dataset', 'encode_parts', 'batch_w2', 'prior_w2_level',
-           'reconstruction_errors', 'evaluate_contrastive', 'expression_accuracy', 'pixel_reference']
+__all__ = ['DATASET_LATENTS', 'AFFECTNET_CLASSES', 'load_dataset', 'contrastive_data', 'contrastive_model', 'contrastive_sampler',
+           'encode_parts', 'batch_w2', 'prior_w2_level', 'reconstruction_errors', 'evaluate_contrastive',
+           'expression_accuracy', 'pixel_reference']
 
 # %% ../../nbs/52a_contrastive_eval.ipynb #d23aaff3
 DATASET_LATENTS = {"L-MNIST": (16, 8), "NL-MNIST": (16, 8), "CelebA": (16, 6), "AffectNet": (32, 32)}
@@ -54,17 +55,17 @@ def load_dataset(name: str, cfg: dict, seed: int = 0, root=None) -> tuple:
         return load_affectnet(folder, "train", **kw), load_affectnet(folder, "validation", **kw)
     raise InputError(f"unknown dataset {name!r}; known: {', '.join(DATASET_LATENTS)}")
 
-def _contrastive_data(name, cfg, seed, options):
+def contrastive_data(name, cfg, seed, options):
     tr, ev = load_dataset(name, cfg, seed, options.get("data_root"))
     return SimpleNamespace(train=tr, test=ev)
 
-def _model(spec, data, cfg):
+def contrastive_model(spec, data, cfg):
     "The shared network at the dataset's latent sizes."
     x = data.train.target.images
     z, s = DATASET_LATENTS[cfg["dataset"]]
     return ContrastiveVAE(image_size=x.shape[-1], channels=x.shape[1], z_dim=z, s_dim=s, **cfg["model"])
 
-def _sampler(data, device):
+def contrastive_sampler(data, device):
     return TargetBackgroundSampler(data.train.target, data.train.background, device=device)
 
 # %% ../../nbs/52a_contrastive_eval.ipynb #0599bf2a

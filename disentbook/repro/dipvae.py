@@ -16,7 +16,12 @@ from ..data.dsprites import DSprites
 from ..eval import dipvae as dip
 from ..eval.scores import encode_means
 from ..train import model_spec
-from .harness import Claim, Gate, untrained_gate, pixel_gate, Metric, Paper, Table, cpu_scale, register_reproduction, traversal_figures
+from .claims import Claim
+from .declare import Metric, Paper, Table, cpu_scale
+from .figures import traversal_figures
+from .harness import register_reproduction
+from .reference import pixel_gate, untrained_gate
+from .verdicts import Gate
 from .vae import evaluate_vae
 
 # %% auto #0
@@ -146,7 +151,7 @@ def zdiff_attributes(codes, attributes, seed: int = 0, batch_size: int = 64, num
             x[i] = np.abs(codes[rng.choice(pool, batch_size)] - codes[rng.choice(pool, batch_size)]).mean(0)
         return x, ks
     (xt, yt), (xe, ye) = points(num_train), points(num_eval)
-    return 100.0 * float(np.mean(dip._fit_svm(xt, yt, seed).predict(xe) == ye))
+    return 100.0 * float(np.mean(dip.fit_svm(xt, yt, seed).predict(xe) == ye))
 
 def evaluate_celeba(model, data, cfg: dict, seed: int = 0) -> dict:
     "Table 1's CelebA columns (Z-diff on the attributes, `zdiff_attributes`; SAP; reconstruction) and Table 2's accuracies."
@@ -307,7 +312,7 @@ def figure1(points: list[dict], paper: dict, title: str):
 
 def dipvae_figures(ctx) -> dict:
     "Traversals (dSprites; CelebA when run) and Figure 1 when the sweep ran."
-    from disentbook.repro.harness import paper_lookup
+    from disentbook.repro.report import paper_lookup
     figs = {**traversal_figures(ctx, "Table 1"), **traversal_figures(ctx, "Table 1 (CelebA)", prefix="celeba_")}
     if "Figure 1" in ctx.results:
         pts = [dict(spec=s, metrics={k: ctx.mean("Figure 1", ctx.row(s), k) for k in ("sap", "zdiff", "recon_error_per_pixel")})

@@ -13,27 +13,21 @@ import torch
 from ..core import (REPRODUCTIONS, DataNotFoundError, InputError, active_time, default_device, describe_device,
                    write_json)
 from ..eval.viz import save_figure
-from .verdicts import (ALPHA, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
-                                       all_of, any_of, band_test, compare, holm, learned_rows, most_needed, paper_seeds,
-                                       partial_conjunction, power, power_at_least, seed_stats, degenerate_cell, verdict, welch,
-                                       within)
-# the harness's parts, one job each; `repro.harness` gathers them, so `harness.NAME` keeps working
-from .claims import *
-from .claims import _cells
-from .declare import *
-from .runs import *
-from .runs import _engine_mode, _member, _sampler_fn, _setup
-from .figures import *
-from .report import *
-from .report import _report, _p
-from .outdir import *
-from .reference import *
+from .verdicts import NOT_CHECKED, RULE_TEXT, learned_rows, paper_seeds
+# the harness's parts, one job each (this module runs and judges a reproduction with them)
+from .claims import claim_cells, judge_claim
+from .declare import Paper, Table, register_paper, scale_config, scale_seeds
+from .runs import HARNESS_OPTIONS, RUNNERS, run_dir, run_settings, train_group
+from .figures import Context
+from .report import UNKNOWN_ON_PAPER, paper_lookup, report_markdown, table_markdown, table_rows
+from .outdir import prepare_out, release_out
+from .reference import PIXELS, measure_references, reference_metrics, with_references
 
 # %% auto #0
-__all__ = ['DEFERRED', 'reproduce', 'finish_from_runs', 'read_metrics', 'rejudge', 'register_reproduction']
+__all__ = ['DEFERRED', 'reproduction_jobs', 'reproduce', 'finish_from_runs', 'read_metrics', 'rejudge', 'register_reproduction']
 
 # %% ../../nbs/08_harness.ipynb #01b382a8
-def _jobs(paper, ctx, cfg, out, dev) -> tuple[list, list]:
+def reproduction_jobs(paper, ctx, cfg, out, dev) -> tuple[list, list]:
     """The jobs of every table this call runs (a run shared by two tables trains once) and (table, spec, seed) per job.
     A scale that trains only the headline rows of one table (`only`: the `cpu` scale) also fills every other table made
     of exactly those runs (the same data, run config and specs: nothing more trains, e.g. DIP-VAE's Z-diff classifiers
@@ -93,7 +87,7 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
         t0 = active_time()
         ctx = Context(paper, scale, cfg, out, dev, opts, seeds)
         ctx.device_name = describe_device(dev)
-        jobs, where = _jobs(paper, ctx, cfg, out, dev)
+        jobs, where = reproduction_jobs(paper, ctx, cfg, out, dev)
         print(f"{paper.name} ({scale}): {len(jobs)} runs ({len(seeds)} seed(s) per model), runner {runner}", flush=True)
         res = train_group(jobs, runner, ray_address)
         for tname, s, sd, j in where: ctx.results.setdefault(tname, {}).setdefault(ctx.row(s), []).append(res[j])
@@ -118,7 +112,7 @@ def finish_from_runs(paper: Paper, out_dir, scale: str, seed: int = 0, device_na
     prepare_out(out, resume=True)
     try:
         ctx = Context(paper, scale, cfg, out, torch.device("cpu"), _options(paper, scale, options), scale_seeds(cfg, seed))
-        jobs, where = _jobs(paper, ctx, cfg, out, ctx.device)
+        jobs, where = reproduction_jobs(paper, ctx, cfg, out, ctx.device)
         saved = [run_dir(out, j["dataset"], j["spec"], int(j["seed"])) / "eval.json" for j in jobs]
         evals = [json.loads(f.read_text()) if f.exists() else {} for f in saved]
         lack = [f.parent.relative_to(out).as_posix() for f, e, j in zip(saved, evals, jobs) if e.get("settings") != run_settings(j)]
@@ -211,7 +205,7 @@ def _claims(ctx) -> list[dict]:
         if paper and not c.ours:                                        # the same judge on the paper's own table
             known = paper_seeds(paper, 5)                               # the cells whose spread the paper prints
             j["on_paper"] = (judge_claim(c, known, "paper", paper, power=False, bounds={m.key: m.bounds for m in t.metrics})["verdict"]
-                             if all(k in known.get(r, {}) for r, k in _cells(c)) else UNKNOWN_ON_PAPER)
+                             if all(k in known.get(r, {}) for r, k in claim_cells(c)) else UNKNOWN_ON_PAPER)
         out.append(j | dict(table=t.name))
     return out
 
@@ -235,7 +229,7 @@ def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None 
     claims = _claims(ctx)
     seconds = active_time() - t0 if seconds is None else seconds
     pd.DataFrame(rows).to_csv(out / "table.csv", index=False)
-    md = _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates, header)
+    md = report_markdown(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates, header)
     metrics = dict(paper=p.name, scale=ctx.scale, config=ctx.cfg, device=str(ctx.device),
                    device_name=getattr(ctx, "device_name", None) or str(ctx.device), seeds=ctx.seeds,
                    seconds=seconds, train_seconds=train_seconds, rule=RULE_TEXT,

@@ -18,8 +18,14 @@ from ..eval.scores import encode_means
 from ..nets import VAE
 from ..objectives import invariance as inv
 from ..train import model_spec
-from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, cpu_scale, library_scores, register_reproduction
-from .invariance_eval import *                       # data, model, sampler, evaluation
+from .claims import Claim
+from .declare import Metric, Paper, Table, cpu_scale
+from .figures import library_scores
+from .harness import register_reproduction
+from .reference import untrained_gate
+from .verdicts import Gate
+from .invariance_eval import (ANGLE_TAGS, MPI3D_TRAIN, SHAPES3D_TRAIN, evaluate_invariance, invariance_model, invariance_sampler,
+                                              load_invariance_data, shift_names)  # data, model, sampler, evaluation
 
 # %% auto #0
 __all__ = ['TABLE1_ROWS', 'SHAPES3D_OBJECTIVE', 'MPI3D_OBJECTIVE', 'WORST_RES', 'ACC', 'RC', 'DIS', 'INVARIANCE_TABLES',

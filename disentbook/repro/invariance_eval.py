@@ -16,7 +16,7 @@ from ..eval.protocols import group_accuracy
 from ..eval.scores import encode_means
 from ..nets import VAE
 from ..objectives import invariance as inv
-from .harness import library_scores
+from .figures import library_scores
 
 # %% auto #0
 __all__ = ['COND_WIDTH', 'ANGLE_TAGS', 'SHAPES3D_TRAIN', 'MPI3D_TRAIN', 'load_invariance_data', 'invariance_model',

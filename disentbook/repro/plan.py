@@ -13,10 +13,13 @@ from .. import core
 from ..core import InputError
 from ..nets import build_model
 from ..objectives.base import make_objective
-from . import harness as H
+from .declare import PAPERS, curve_lengths, scale_config, scale_seeds
+from .figures import Context
+from .harness import reproduction_jobs
+from .runs import MODES, default_model, group_jobs, load_data, run_cfg, train_config
 
 # %% auto #0
-__all__ = ['ISSUE_ANCHOR', 'THROUGHPUT_FILE', 'ANCHORS', 'MODES', 'PACKAGED_THROUGHPUT', 'GPU_BUDGET_MINUTES', 'GPU_SHARES',
+__all__ = ['ISSUE_ANCHOR', 'THROUGHPUT_FILE', 'ANCHORS', 'PACKAGED_THROUGHPUT', 'GPU_BUDGET_MINUTES', 'GPU_SHARES',
            'OTHER_GPU_BUDGETS', 'STAGE_MINUTES', 'CPU_AIM_HOURS', 'throughput_path', 'load_throughput', 'family',
            'rate', 'paper_jobs', 'OverBudgetError', 'budget_minutes', 'cpu_plan', 'cpu_plan_text', 'plan', 'plan_text',
            'planned_minutes', 'check_budget']
@@ -32,7 +35,6 @@ ANCHORS = dict(format=1, device="one NVIDIA H100 (80 GB)", measured=False, sourc
                      dict(family="conv64_vae", method="beta_vae", mode="captured_single", group_size=1, precision="unstated", images_per_s=51449),
                      dict(family="conv64_vae", method="beta_vae", mode="captured_ensemble", group_size=8, precision="unstated", images_per_s=54197),
                      dict(family="conv64_vae", method="beta_vae", mode="captured_ensemble", group_size=32, precision="unstated", images_per_s=125802)])
-MODES = ("eager", "captured_single", "captured_ensemble")          # as `repro.harness.group_jobs` names them
 
 PACKAGED_THROUGHPUT = "assets/throughput.json"   # the measured table, shipped with the package (a copy of the checkout's)
 
@@ -68,7 +70,7 @@ def load_throughput(path=None) -> dict:
 
 # %% ../../nbs/08b_plan.ipynb #7162f540
 def family(model_config: dict, objective: str, params: dict | None = None) -> str:
-    """The throughput family of a run, named as `repro.harness.group_jobs` names it: `conv<image size>_<model kind>`
+    """The throughput family of a run, named as `repro.runs.group_jobs` names it: `conv<image size>_<model kind>`
     (`conv64_vae`), plus `_adv` when the objective trains auxiliary nets (a discriminator: FactorVAE, TCWAE-GAN, cVAE, ...)."""
     with torch.random.fork_rng(devices=[]):              # bound to the model (aux nets are sized by its latents)
         try: obj = make_objective(objective, model=build_model(model_config), **(params or {}))
@@ -141,46 +143,28 @@ def rate(table: dict, fam: str, mode: str, members: int, precision: str = "bf16"
 # %% ../../nbs/08b_plan.ipynb #c484bfa5
 def paper_jobs(name: str, scale: str = "gpu", seed: int = 0, device: str = "cuda", options: dict | None = None) -> tuple:
     "(paper, jobs, skipped) of reproduction `name` at `scale`: the runs `reproduce` would train (nothing is trained)."
-    if name not in H.PAPERS: raise InputError(f"no reproduction {name!r}; known: {', '.join(sorted(H.PAPERS))}")
-    paper = H.PAPERS[name]
+    if name not in PAPERS: raise InputError(f"no reproduction {name!r}; known: {', '.join(sorted(PAPERS))}")
+    paper = PAPERS[name]
     options = dict(options or {})
     unknown = sorted(set(options) - set(paper.options) - {"overwrite", "resume", "runner", "ray_address", "allow_eager"})
     if unknown: raise InputError(f"reproduction {name!r} has no option {', '.join(unknown)}; it accepts: "
                                  f"{', '.join(['overwrite', 'resume', 'runner', 'ray_address', *paper.options])}")
     opts = {**paper.options, **{k: v for k, v in options.items() if k in paper.options}, "scale": scale}
-    cfg = H.scale_config(paper, scale, opts)
-    seeds = H.scale_seeds(cfg, seed)
+    cfg = scale_config(paper, scale, opts)
+    seeds = scale_seeds(cfg, seed)
     out = Path(f"results/{name}-{scale}")
-    ctx = H.Context(paper, scale, cfg, out, torch.device("cpu"), opts, seeds)
-    jobs, _ = H._jobs(paper, ctx, cfg, out, device)
+    ctx = Context(paper, scale, cfg, out, torch.device("cpu"), opts, seeds)
+    jobs, _ = reproduction_jobs(paper, ctx, cfg, out, device)
     return paper, jobs, dict(ctx.skipped)
-
-def _fallback_groups(jobs: list[dict]) -> list[dict]:
-    "Jobs grouped by paper, dataset, objective, model and training settings (used only without `harness.group_jobs`)."
-    groups = {}
-    for j in jobs:
-        paper, cfg = H.PAPERS[j["paper"]], H.run_cfg(j["cfg"], j["spec"], j["dataset"])
-        data = H.load_data(paper, j["dataset"], cfg, int(j["seed"]), j.get("options", {}))
-        with torch.random.fork_rng(devices=[]): mc = (paper.model or H.default_model)(j["spec"], data, cfg).config
-        key = json.dumps([j["dataset"], j["spec"]["objective"], mc, cfg.get("train"), cfg.get("data")], sort_keys=True, default=str)
-        g = groups.setdefault(key, dict(jobs=[], model_config=mc, train=cfg.get("train"), mode=None,
-                                        family=family(mc, j["spec"]["objective"], j["spec"]["params"]),
-                                        why="grouped here: repro.harness.group_jobs is not available"))
-        g["jobs"].append(j)
-    out = []
-    for g in groups.values():
-        g["members"] = len(g["jobs"]); g["mode"] = "captured_ensemble" if g["members"] > 1 else "captured_single"
-        out.append(g)
-    return out
 
 def _steps(g: dict) -> int:
     "Training steps of a group's runs (from epochs and the data size when the scale gives epochs)."
     t = g.get("train") or {}
     if t.get("steps") is not None: return int(t["steps"])
     j = g["jobs"][0]
-    paper, cfg = H.PAPERS[j["paper"]], H.run_cfg(j["cfg"], j["spec"], j["dataset"])
-    data = H.load_data(paper, j["dataset"], cfg, int(j["seed"]), j.get("options", {}))
-    return int(H.train_config(cfg, int(j["seed"]), "cpu", data, progress=False).steps)
+    paper, cfg = PAPERS[j["paper"]], run_cfg(j["cfg"], j["spec"], j["dataset"])
+    data = load_data(paper, j["dataset"], cfg, int(j["seed"]), j.get("options", {}))
+    return int(train_config(cfg, int(j["seed"]), "cpu", data, progress=False).steps)
 
 # %% ../../nbs/08b_plan.ipynb #4d381e70
 GPU_BUDGET_MINUTES = 20.0                      # the five papers' `gpu` scales together, on one H100 (within half an hour of a GPU)
@@ -199,9 +183,8 @@ def budget_minutes(name: str, scale: str) -> float | None:
     return GPU_SHARES.get(name, OTHER_GPU_BUDGETS.get(name, STAGE_MINUTES))
 
 def _groups(jobs: list[dict], device: str) -> list[dict]:
-    "`repro.harness.group_jobs(jobs, device=device)` (the engine's grouping, its mode and why), jobs resolved."
-    group_jobs = getattr(H, "group_jobs", None)
-    groups = group_jobs(jobs, device=device) if group_jobs is not None else _fallback_groups(jobs)
+    "`repro.runs.group_jobs(jobs, device=device)` (the engine's grouping, its mode and why), jobs resolved."
+    groups = group_jobs(jobs, device=device)
     return [dict(g, jobs=[jobs[i] if isinstance(i, int) else i for i in g["jobs"]]) for g in groups]
 
 CPU_AIM_HOURS = 2.0        # what a cpu reproduction aims at on two cores (a line of the plan, not an error)
@@ -210,10 +193,10 @@ def cpu_plan(name: str, seed: int = 0, **options) -> dict:
     """Every run `reproduce(name, 'cpu')` would train and its hours on the CPU the package's learning curves were measured
     on: steps × that row's measured seconds per step, plus its measured seconds per evaluation (`harness.curve_lengths`)."""
     paper, jobs, skipped = paper_jobs(name, "cpu", seed, "cpu", options)
-    got = H.curve_lengths(name)
+    got = curve_lengths(name)
     if not got: raise InputError(f"{name}: no measured CPU rates to plan with: its learning curves are not measured yet "
                                  f"(in a source checkout: python3 -m disentbook campaign --stage curves-{name}-seeds)")
-    own = H.scale_config(paper, "cpu", {**paper.options, **options}).get("length")   # a length the scale states itself
+    own = scale_config(paper, "cpu", {**paper.options, **options}).get("length")   # a length the scale states itself
     runs = []
     for j in jobs:
         r = got["rows"].get(j["spec"]["slug"])
@@ -223,7 +206,7 @@ def cpu_plan(name: str, seed: int = 0, **options) -> dict:
                          seconds_per_step=r["seconds_per_step"], seconds=steps * r["seconds_per_step"] + r["seconds_per_eval"]))
     seconds = sum(r["seconds"] for r in runs)
     m = got.get("machine", {})
-    ev, qev = H.scale_config(paper, "cpu").get("eval"), paper.scales.get("quick", {}).get("eval")
+    ev, qev = scale_config(paper, "cpu").get("eval"), paper.scales.get("quick", {}).get("eval")
     eval_note = None if ev == json.loads(json.dumps(qev)) else (
         "this scale evaluates with other settings than quick's, which the curves' seconds per evaluation were measured "
         "with: the evaluation time above is the curves', not this scale's")
@@ -274,7 +257,7 @@ def plan(name: str, scale: str = "gpu", seed: int = 0, throughput=None, device: 
                            why=g.get("why") or "", family=fam, images_per_s=r, rate_source=src, seconds=images / r))
     seconds = sum(g["seconds"] for g in groups)
     return dict(paper=name, scale=scale, runs=len(jobs), groups=groups, images=sum(g["images"] for g in groups),
-                length=H.scale_config(paper, scale, {**paper.options, **options}).get("length"),
+                length=scale_config(paper, scale, {**paper.options, **options}).get("length"),
                 seconds=seconds, minutes=seconds / 60, budget_minutes=budget_minutes(name, scale), skipped=skipped,
                 device=table["device"], measured=bool(table.get("measured")), source=table.get("source", ""),
                 table=table.get("path", "built-in anchors"))

@@ -19,7 +19,11 @@ from ..train import model_spec
 from ..eval.protocols import linear_probe_classification, ridge_probe_regression
 from ..eval.scores import encode_means
 from ..eval.viz import image_grid
-from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, cpu_scale, register_reproduction
+from .claims import Claim
+from .declare import Metric, Paper, Table, cpu_scale
+from .harness import register_reproduction
+from .reference import untrained_gate
+from .verdicts import Gate
 
 # %% auto #0
 __all__ = ['AFFECTNET_METRICS', 'MNIST_ROWS', 'UNSUPERVISED', 'PAPER_MNIST_UNLABELLED', 'PAPER_MNIST_EPOCHS', 'PAPER_BATCH',

@@ -16,7 +16,8 @@ from .runs import run_dir
 
 # %% auto #0
 __all__ = ['METHOD_PAGE', 'READING', 'UNKNOWN_ON_PAPER', 'VERDICT_TEXT', 'NEXT_SCALE', 'paper_lookup', 'cell_verdict',
-           'table_rows', 'table_markdown', 'method_page', 'write_method_page', 'claim_lines', 'takeaway']
+           'table_rows', 'table_markdown', 'method_page', 'write_method_page', 'format_p', 'claim_lines',
+           'report_markdown', 'takeaway']
 
 # %% ../../nbs/08h_report.ipynb #4bd17124
 def paper_lookup(paper: str, table: str, dataset: str | None = None) -> dict:
@@ -177,7 +178,7 @@ UNKNOWN_ON_PAPER = "unknown (the paper prints no standard deviation for a cell i
 VERDICT_TEXT = {HOLDS: "HOLDS", FAILS: "FAILS", INCONCLUSIVE: "INCONCLUSIVE", NOT_TESTED: "NOT TESTED AT THIS SCALE",
                 NOT_CHECKED: "NOT CHECKED", NOT_LEARNED: "NOT TESTED: LEARNING NOT SHOWN"}
 
-def _p(x): return "—" if x is None or not math.isfinite(x) else (f"{x:.2g}" if x >= 1e-4 else "< 1e-4")
+def format_p(x): return "—" if x is None or not math.isfinite(x) else (f"{x:.2g}" if x >= 1e-4 else "< 1e-4")
 
 def claim_lines(claims: list[dict]) -> list[str]:
     """Markdown bullets: each claim's verdict and source (or 'ours'), its test, p-value, n and power against the paper's
@@ -206,14 +207,14 @@ def claim_lines(claims: list[dict]) -> list[str]:
                 f"at least {c.get('need_m', k // 2 + 1)} of its {k} parts must hold (partial conjunction, each part at "
                 f"α/{k - c.get('need_m', k // 2 + 1) + 1}); {c.get('checked', k)} of {k} parts checked")
         L.append(f"    - test: {test}"
-                 f"; p = {_p(p)}; n = {c.get('n', 0)} seeds per row; power against the paper's effect: {pw}")
+                 f"; p = {format_p(p)}; n = {c.get('n', 0)} seeds per row; power against the paper's effect: {pw}")
         for q in c["parts"]:
             qp = "" if q.get("power") is None else f"; power {q['power']:.2f}"
-            L.append(f"    - `{q['part']}`: {q['verdict']} ({q.get('test') or 'not run'}; p_holds {_p(q['p_holds'])}, "
-                     f"p_fails {_p(q.get('p_fails_adj', q['p_fails']))}{qp}); {q['numbers']}")
+            L.append(f"    - `{q['part']}`: {q['verdict']} ({q.get('test') or 'not run'}; p_holds {format_p(q['p_holds'])}, "
+                     f"p_fails {format_p(q.get('p_fails_adj', q['p_fails']))}{qp}); {q['numbers']}")
     return L
 
-def _report(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=None, header: str | None = None) -> str:
+def report_markdown(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates=None, header: str | None = None) -> str:
     cfg, p = ctx.cfg, ctx.paper
     counts = {v: sum(r["verdict"] == v for r in rows) for v in ("hit", "inconclusive")}
     misses = sum(r["verdict"].startswith("miss") for r in rows)

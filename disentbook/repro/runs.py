@@ -20,8 +20,9 @@ from .declare import PAPERS, Paper
 
 # %% auto #0
 __all__ = ['HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'train_data', 'data_size', 'default_model', 'objective_params',
-           'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'build_trainer',
-           'train_run', 'train_group', 'group_jobs', 'train_ensembles']
+           'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'sampler_fn',
+           'build_trainer', 'train_run', 'train_group', 'setup_job', 'member_job', 'group_jobs', 'engine_record',
+           'train_ensembles']
 
 # %% ../../nbs/08f_runs.ipynb #f9557783
 def train_data(data):
@@ -106,7 +107,7 @@ def run_settings(job: dict) -> dict:
                                       params=job["spec"]["params"], seed=job["seed"],
                                       **{k: cfg.get(k) for k in ("train", "eval", "data", "model", "objective")})))
 
-def _sampler_fn(paper: Paper, data):
+def sampler_fn(paper: Paper, data):
     "`device -> sampler` of a paper's runs: its own sampler (pairs, target/background, references) or a `SingleSampler`."
     if paper.sampler is not None: return lambda device: paper.sampler(data, device)
     return lambda device: SingleSampler(train_data(data), device=device, materialize=torch.device(device).type == "cuda")
@@ -129,7 +130,7 @@ def build_trainer(job: dict, steps: int | None = None, ckpt_every: int | None = 
     seed_everything(seed)                                                 # before the model is built
     model = (paper.model or default_model)(spec, data, cfg).to(dev)
     objective = build_objective(spec, data, model, cfg)
-    sampler = _sampler_fn(paper, data)(dev)
+    sampler = sampler_fn(paper, data)(dev)
     trainer = Trainer(model, objective, sampler, train_config(cfg, seed, dev, data, job.get("progress"), _precision(job)), out_dir=out)
     if (out / "checkpoint").exists(): trainer.load(out / "checkpoint")   # exact resume of a cut-short run
     return trainer, data, cfg
@@ -209,7 +210,7 @@ def _pending(job: dict):
 
 MODES = ("captured_ensemble", "captured_single", "eager")
 
-def _setup(job: dict) -> tuple:
+def setup_job(job: dict) -> tuple:
     "(paper, run config, data, model config) of a job; the model is built only for its config (global RNG untouched)."
     paper, cfg = PAPERS[job["paper"]], run_cfg(job["cfg"], job["spec"], job["dataset"])
     data = load_data(paper, job["dataset"], cfg, int(job["seed"]), job.get("options", {}))
@@ -217,7 +218,7 @@ def _setup(job: dict) -> tuple:
         model_config = (paper.model or default_model)(job["spec"], data, cfg).config
     return paper, cfg, data, model_config
 
-def _member(job: dict, cfg: dict) -> dict:
+def member_job(job: dict, cfg: dict) -> dict:
     "The engine member of a job: objective, params (with the scale's objective settings), seed, name, out_dir."
     return dict(objective=job["spec"]["objective"], params=objective_params(job["spec"], cfg), seed=int(job["seed"]),
                 name=f'{job["spec"]["slug"]}/seed{job["seed"]}',
@@ -229,18 +230,18 @@ def _family(model_config: dict, objective) -> str:
 
 def _probe(paper, cfg, data, model_config, members: list[dict], train: TrainConfig) -> tuple[dict, object]:
     "`engine.step_support` of the first member on the CPU (batch <= 8), varying the float hyper-parameters the members differ in."
-    from disentbook.capture import _quiet_rng
+    from disentbook.capture import quiet_rng
     from disentbook.ensemble import build_run
     cpu = torch.device("cpu")
-    with _quiet_rng():
+    with quiet_rng():
         objs = [make_objective(m["objective"], **m["params"]) for m in members]
         vary = [n for n, v in vars(objs[0]).items() if isinstance(v, float) and not n.startswith("_")
                 and any(vars(o).get(n) != v for o in objs[1:])]
         cfg1 = TrainConfig.from_dict(train.to_dict() | dict(steps=1, batch_size=min(train.batch_size, 8), device="cpu",
                                                             progress=False, amp=False, precision="fp32"))   # the probe: fp32, whatever the runs ask
-        t = build_run({**members[0], "out_dir": None}, model_config, _sampler_fn(paper, data)(cpu), cfg1,
+        t = build_run({**members[0], "out_dir": None}, model_config, sampler_fn(paper, data)(cpu), cfg1,
                       data=train_data(data), device=cpu, resume=False)
-        from disentbook.engine import step_support
+        from disentbook.capture import step_support
         return step_support(t, vary=vary), t.objective
 
 def _predict(sup: dict, k: int, device: torch.device) -> tuple[str, str, bool]:
@@ -270,17 +271,17 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
     from disentbook.engine import ensemble_key, split_static
     buckets: dict = {}
     for i, j in enumerate(jobs):
-        paper, cfg, data, model_config = _setup(j)
+        paper, cfg, data, model_config = setup_job(j)
         base = (j["paper"], j["dataset"], int(j["seed"]) if paper.seeded_data else None, str(device or j.get("device")),
                 json.dumps([model_config, cfg.get("train"), cfg.get("data")], sort_keys=True, default=str))
-        buckets.setdefault((base, ensemble_key(_member(j, cfg))), []).append(i)
+        buckets.setdefault((base, ensemble_key(member_job(j, cfg))), []).append(i)
     groups = []
     for idx in buckets.values():
         j0 = jobs[idx[0]]
-        paper, cfg, data, model_config = _setup(j0)
+        paper, cfg, data, model_config = setup_job(j0)
         dev = torch.device(device or j0.get("device") or "cpu")
         train = train_config(cfg, int(j0["seed"]), dev, data, False, _precision(j0))
-        members = [_member(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
+        members = [member_job(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
         sup, obj = _probe(paper, cfg, data, model_config, members, train)
         parts = [[idx[k] for k in g] for g in split_static(members, sup["static"])] if sup["static"] else [idx]
         for part in parts:
@@ -296,7 +297,7 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
                                    objective=j0["spec"]["objective"], paper=j0["paper"], dataset=j0["dataset"]))
     return groups
 
-def _engine_mode(r: dict, group_why: str) -> dict:
+def engine_record(r: dict, group_why: str) -> dict:
     """The `mode` record of a run from its engine summary and its group's predicted why, with the precision the engine
     trained it in (a CPU ensemble: fp32 where its Trainer would use bf16; the engine warns and `fallback` says so)."""
     k = int(r.get("members", 1))
@@ -315,7 +316,8 @@ def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[di
     evaluated as `train_run` does, its mode, why and timing in `eval.json`; results in job order. At the `gpu` scale on
     CUDA an eager fallback — predicted, or a capture that fails — is an error unless the jobs' options say
     `allow_eager=true`. A refusal concerns its group only."""
-    from disentbook.engine import CaptureError, fit_groups, fit_single
+    from disentbook.capture import CaptureError
+    from disentbook.engine import fit_groups, fit_single
     res = [_pending(j) for j in jobs]
     todo = [i for i, r in enumerate(res) if r is None]
     groups = group_jobs([jobs[i] for i in todo], max_members)
@@ -329,11 +331,11 @@ def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[di
                            + "; pass -o allow_eager=true to train them eagerly anyway")
     for g in groups:
         idx = g["jobs"]; j0 = jobs[idx[0]]
-        paper, cfg, data, model_config = _setup(j0)
+        paper, cfg, data, model_config = setup_job(j0)
         dev = torch.device(j0.get("device") or "cpu")
         tc = train_config(cfg, int(j0["seed"]), dev, data, j0.get("progress"), _precision(j0))
-        members = [_member(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
-        kw = dict(device=dev, sampler=_sampler_fn(paper, data), strict=strict and dev.type == "cuda")
+        members = [member_job(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
+        kw = dict(device=dev, sampler=sampler_fn(paper, data), strict=strict and dev.type == "cuda")
         if g["vmap"]:
             t0 = active_time()
             out = fit_groups(members, model_config, train_data(data), tc, max_members=max_members, **kw)
@@ -346,5 +348,5 @@ def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[di
         for i, r, w in zip(idx, out, wall):
             if r["status"] != "ok": raise NonFiniteLossError(f"run {r['name']}: {r['error']}")
             c = run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])
-            res[i] = _evaluate_run(jobs[i], data, c, r["trainer"], w, _engine_mode(r, g["why"]))
+            res[i] = _evaluate_run(jobs[i], data, c, r["trainer"], w, engine_record(r, g["why"]))
     return res

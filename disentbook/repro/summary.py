@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core import InputError
-from .harness import PAPERS, read_metrics
+from .declare import PAPERS
+from .harness import read_metrics
 
 # %% auto #0
 __all__ = ['SCALES', 'SHORT', 'INDEX_START', 'INDEX_END', 'HEADLINE', 'sensitivity_of', 'report_claims', 'claims_table',

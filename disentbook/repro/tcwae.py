@@ -16,7 +16,12 @@ from ..data.dsprites import DSprites
 from ..data.smallnorb import load_smallnorb
 from ..objectives import tcwae as tc
 from ..train import model_spec
-from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, cpu_scale, library_scores, register_reproduction, traversal_figures
+from .claims import Claim
+from .declare import Metric, Paper, Table, cpu_scale
+from .figures import library_scores, traversal_figures
+from .harness import register_reproduction
+from .reference import untrained_gate
+from .verdicts import Gate
 
 # %% auto #0
 __all__ = ['DSPRITES_MODELS', 'SMALLNORB_MODELS', 'QUALITATIVE_MODELS', 'PAPER_GRID', 'PAPER_ABLATION', 'PAPER_FIG3_BETAS',

@@ -11,7 +11,12 @@ from ..data.dsprites import DSprites
 from ..train import model_spec
 from ..eval.viz import reconstruction_figure
 from ..objectives.vae import gaussian_kl
-from .harness import Claim, Gate, untrained_gate, Metric, Paper, Table, cpu_scale, library_scores, register_reproduction, traversal_figures
+from .claims import Claim
+from .declare import Metric, Paper, Table, cpu_scale
+from .figures import library_scores, traversal_figures
+from .harness import register_reproduction
+from .reference import untrained_gate
+from .verdicts import Gate
 
 # %% auto #0
 __all__ = ['VAE_SCALES', 'VAE_TABLE', 'VAE_PAPER', 'reproduce_vae', 'evaluate_vae', 'evaluate_beta_vae']
