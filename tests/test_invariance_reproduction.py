@@ -6,7 +6,8 @@ from disentbook.core import REPRODUCTIONS, make_generator, paper_values
 from disentbook.repro import invariance as R
 from disentbook.repro.claims import judge_claim
 from disentbook.repro.report import paper_lookup
-from disentbook.repro.invariance_eval import evaluate_invariance, invariance_model, invariance_sampler, load_invariance_data, shift_names
+from disentbook.repro.invariance_eval import (COND_WIDTH, evaluate_invariance, invariance_model, invariance_sampler,
+                                              load_invariance_data, probe_columns, shift_names)
 
 
 def test_paper_values_cover_every_table_row():
@@ -38,8 +39,8 @@ def test_evaluate_on_tiny_model():
     assert 0 <= out["worst_acc_train"] <= out["avg_acc_train"] <= 1
     assert out["chance_acc"] == pytest.approx(0.1)
     assert all(0 <= out[f"worst_acc_{t}"] <= out[f"avg_acc_{t}"] <= 1 for t in ("m75", "p65"))
-    assert R.probe_columns(spec, 20) == slice(0, 10)
-    assert invariance_model(R.table1_specs(cfg, {})[2], data, cfg).latent_dim == 20 + R.COND_WIDTH
+    assert probe_columns(spec, 20) == slice(0, 10)
+    assert invariance_model(R.table1_specs(cfg, {})[2], data, cfg).latent_dim == 20 + COND_WIDTH
     b = invariance_sampler(data, "cpu").sample(4, make_generator(0))
     assert R.swap_panel(model, b).shape == (24, 3, 28, 28)
 
