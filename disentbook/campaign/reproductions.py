@@ -144,10 +144,15 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #1662a508
 def runs_of(root, name: str, reproductions: dict | None = None) -> tuple[list[Path], list[Path]]:
-    "(finished run folders, unfinished run folders with a checkpoint) of a reproduction stage."
-    out = (reproductions or REPRODUCTIONS)[name].folder(root)
-    done = sorted(p.parent for p in out.glob("runs/*/*/seed*/eval.json"))
-    live = sorted(p.parent.parent for p in out.glob("runs/*/*/seed*/train/checkpoint") if not (p.parent.parent / "eval.json").exists())
+    "(finished run folders, unfinished run folders with a checkpoint) of a reproduction stage's seeds (not a history's)."
+    from disentbook.core import DisentbookError
+    r = (reproductions or REPRODUCTIONS)[name]
+    try: seeds = {f"seed{s}" for s in r.seeds()}
+    except DisentbookError: return [], []          # its length is not measured yet: nothing of it has trained
+    out = r.folder(root)
+    done = sorted(p.parent for p in out.glob("runs/*/*/seed*/eval.json") if p.parent.name in seeds)
+    live = sorted(p.parent.parent for p in out.glob("runs/*/*/seed*/train/checkpoint")
+                  if p.parent.parent.name in seeds and not (p.parent.parent / "eval.json").exists())
     return done, live
 
 def progress(root, name: str, reproductions: dict | None = None) -> str:
