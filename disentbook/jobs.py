@@ -101,10 +101,8 @@ from .data.dsprites import DSprites
 from .data.digits import load_digits
 from .data.grassy import ContrastiveData, make_grassy_mnist
 from .data.samplers import SingleSampler, TargetBackgroundSampler
-from .nets import VAE
+from .nets import MODELS
 from .objectives.base import OBJECTIVES, SAMPLERS, check_params, default_dataset, make_objective
-from .objectives.contrastive import ContrastiveVAE
-from .objectives.refvae import RefVAE
 from .data.digit_style import DigitStyle, ReferenceSampler, make_digit_style
 from .data.colored_mnist import ColoredMNIST, PairSampler
 from .train import TrainConfig, Trainer
@@ -170,14 +168,11 @@ def make_sampler(data, kind: str, device, materialize: bool):
 
 def build_model_for(kind: str, shape: tuple, latent_dim: int = 10, z_dim: int = 16, s_dim: int = 8,
                     likelihood: str = "bernoulli", hidden: int = 256):
-    "The model a method declares (`model_kind`), sized for images of `shape`."
-    c, h, _ = shape
-    if kind == "vae": return VAE(image_size=h, channels=c, latent_dim=latent_dim, likelihood=likelihood, hidden=hidden)
-    if kind == "contrastive_vae":
-        return ContrastiveVAE(image_size=h, channels=c, z_dim=z_dim, s_dim=s_dim, likelihood=likelihood, hidden=hidden)
-    if kind == "ref_vae":        # the paper's Laplace likelihood; --s-dim sizes the reference-specific latents e
-        return RefVAE(image_size=h, channels=c, z_dim=z_dim, e_dim=s_dim, likelihood="laplace", scale=0.5, hidden=hidden)
-    raise InputError(f"`disentbook train` cannot build a {kind!r} model yet; it builds: vae, contrastive_vae, ref_vae")
+    "The model a method declares (`model_kind`), sized for images of `shape`: the registered class's `for_images`."
+    OBJECTIVES.load()                # the objectives' modules register the models they train (`model_kind`)
+    if kind not in MODELS:
+        raise InputError(f"`disentbook train` cannot build a {kind!r} model; it builds: {', '.join(sorted(MODELS))}")
+    return MODELS[kind].for_images(shape, latent_dim=latent_dim, z_dim=z_dim, s_dim=s_dim, likelihood=likelihood, hidden=hidden)
 
 # %% ../nbs/89_jobs.ipynb #164daa05
 @torch.no_grad()

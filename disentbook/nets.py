@@ -101,6 +101,12 @@ class VAE(nn.Module):
         nll = LIKELIHOODS[likelihood]
         self._nll = (lambda o, x: nll(o, x, scale)) if likelihood in ("gaussian", "laplace") else nll
 
+    @classmethod
+    def for_images(cls, shape: tuple, latent_dim: int = 10, z_dim: int = 16, s_dim: int = 8, likelihood: str = "bernoulli",
+                   hidden: int = 256):
+        "This model for images of `shape` (C, H, W) from the command line's size flags (`disentbook train` builds with it)."
+        return cls(image_size=shape[1], channels=shape[0], latent_dim=latent_dim, likelihood=likelihood, hidden=hidden)
+
     def _input(self, x):
         if x.ndim != 4 or tuple(x.shape[1:]) != self.shape:
             raise InputError(f"expected images of shape (N, {', '.join(map(str, self.shape))}), got {tuple(x.shape)}")

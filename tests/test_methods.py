@@ -241,3 +241,22 @@ def test_reproduce_into_an_existing_folder_is_refused(capsys, tmp_path, monkeypa
     assert run(capsys, "reproduce", "echo", "--scale", "smoke", "--out", out, "--overwrite")[0] == 0 and not (out / "report.md").exists()
     rc, _, err = run(capsys, "reproduce", "echo", "--scale", "smoke", "--out", tmp_path / "x", "--device", "bogus")
     one_line_error(rc, err, "--device: expected cpu")
+
+
+def test_the_cli_builds_every_registered_model_kind_through_the_registry():
+    "`disentbook train` sizes a model by its class's `for_images` (nets.MODELS); an unknown kind is one line naming the known."
+    import torch
+    from disentbook.core import InputError
+    from disentbook.jobs import build_model_for
+    from disentbook.nets import MODELS, VAE
+    from disentbook.objectives.contrastive import ContrastiveVAE
+    from disentbook.objectives.refvae import RefVAE
+    direct = dict(vae=lambda: VAE(image_size=28, channels=3, latent_dim=5, hidden=16),
+                  contrastive_vae=lambda: ContrastiveVAE(image_size=28, channels=3, z_dim=4, s_dim=2, hidden=16),
+                  ref_vae=lambda: RefVAE(image_size=28, channels=3, z_dim=4, e_dim=2, likelihood="laplace", scale=0.5, hidden=16))
+    assert set(direct) <= set(MODELS)
+    for kind, make in direct.items():
+        torch.manual_seed(0); a = build_model_for(kind, (3, 28, 28), latent_dim=5, z_dim=4, s_dim=2, hidden=16)
+        torch.manual_seed(0); b = make()
+        assert a.config == b.config and all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    with pytest.raises(InputError, match="cannot build a 'nope' model; it builds: .*vae"): build_model_for("nope", (1, 28, 28))

@@ -39,6 +39,12 @@ class ContrastiveVAE(VAE):
         self.z_encoder = ConvEncoder(channels, image_size, 2 * z_dim, hidden)
         self.s_encoder = ConvEncoder(channels, image_size, 2 * s_dim, hidden)
 
+    @classmethod
+    def for_images(cls, shape: tuple, latent_dim: int = 10, z_dim: int = 16, s_dim: int = 8, likelihood: str = "bernoulli",
+                   hidden: int = 256):
+        "`VAE.for_images`: z and s sized by --z-dim and --s-dim (--latent-dim is not read)."
+        return cls(image_size=shape[1], channels=shape[0], z_dim=z_dim, s_dim=s_dim, likelihood=likelihood, hidden=hidden)
+
     def encode_parts(self, x) -> dict:
         "mu_z, logvar_z, mu_s, logvar_s of q(z|x) q(s|x)."
         x = self._input(x)

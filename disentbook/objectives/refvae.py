@@ -39,6 +39,13 @@ class RefVAE(ContrastiveVAE):
         self.e_dim = e_dim
         self.e_r = nn.Parameter(torch.zeros(e_dim))
 
+    @classmethod
+    def for_images(cls, shape: tuple, latent_dim: int = 10, z_dim: int = 16, s_dim: int = 8, likelihood: str = "bernoulli",
+                   hidden: int = 256):
+        "`VAE.for_images` with the paper's Laplace likelihood (scale 0.5); --s-dim sizes the reference-specific latents e."
+        return cls(image_size=shape[1], channels=shape[0], z_dim=z_dim, e_dim=s_dim, likelihood="laplace", scale=0.5,
+                   hidden=hidden)
+
     def join(self, z, e=None):
         "The code [z, e]; `e=None` is a reference image's e = e_r."
         if e is None: e = self.e_r.to(z.dtype).expand(len(z), self.e_dim)
