@@ -375,3 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     except DisentbookError as e:
         print(f"disentbook: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:            # the output piped into a reader that stopped early (`| head`): not an error
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())    # no second error when Python flushes stdout
+        return 0

@@ -139,3 +139,15 @@ def test_colored_mnist_probe_reads_the_code_the_objective_classifies(tmp_path, m
     assert widths == [10, 10]
     assert main(["train", "--method", "inv_cnn", "--steps", "2", "--eval-points", "60", "--out", str(tmp_path / "cnn")]) == 0
     assert widths[-1] == json.loads((tmp_path / "cnn" / "run.json").read_text())["model"]["latent_dim"]   # the whole code
+
+
+def test_output_into_a_reader_that_stops_early_is_no_traceback(tmp_path):
+    """`disentbook campaign --list | head -1`: output cut short by its reader ends quietly, status 0. The reader here
+    closes before the command writes anything, so every write meets a closed pipe (measured: without the handling in
+    `cli.main`, status 1 and a BrokenPipeError traceback)."""
+    import subprocess, sys
+    p = subprocess.Popen([sys.executable, "-m", "disentbook", "campaign", "--list", "--root", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read(); p.wait(timeout=120)
+    assert p.returncode == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
