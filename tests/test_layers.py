@@ -26,21 +26,35 @@ def modules() -> dict:
     return out
 
 
+def source_of(name: str, f: Path, node: ast.ImportFrom) -> str | None:
+    "The package module (relative to the package, '' for its root) an ImportFrom in module `name` reads from; None outside."
+    pkg_parts = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
+    if node.level:
+        base = pkg_parts[: len(pkg_parts) - (node.level - 1)] if node.level > 1 else pkg_parts
+        return ".".join([p for p in base if p] + ([node.module] if node.module else []))
+    if node.module and node.module.split(".")[0] == "disentbook":
+        return node.module[len("disentbook."):] if "." in node.module else ""
+    return None
+
+
+def fake_package(tmp_path, monkeypatch, files: dict) -> Path:
+    "A package `disentbook` of `files` ({relative path: source}) that the walkers read instead of the real one."
+    pkg = tmp_path / "disentbook"
+    for rel, text in {"__init__.py": "", **files}.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True); (pkg / rel).write_text(text)
+    monkeypatch.setattr(__import__(__name__), "PKG", pkg)
+    return pkg
+
+
 def imports(mods: dict) -> dict:
     "{module: {imported package module}} (relative and absolute imports of disentbook, resolved to modules)."
     edges = {}
     for name, f in mods.items():
-        pkg_parts = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
         targets = set()
         for node in ast.walk(ast.parse(f.read_text())):
             cands = []
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = pkg_parts[: len(pkg_parts) - (node.level - 1)] if node.level > 1 else pkg_parts
-                    mod = ".".join([p for p in base if p] + ([node.module] if node.module else []))
-                elif node.module and node.module.split(".")[0] == "disentbook":
-                    mod = node.module[len("disentbook."):] if "." in node.module else ""
-                else: continue
+                if (mod := source_of(name, f, node)) is None: continue
                 cands = [f"{mod}.{a.name}".lstrip(".") for a in node.names] + [mod]
             elif isinstance(node, ast.Import):
                 cands = [a.name[len("disentbook."):] for a in node.names if a.name.startswith("disentbook.")]
@@ -79,11 +93,8 @@ def test_no_import_cycles():
 
 def test_walker_sees_a_violation(tmp_path, monkeypatch):
     "The walker itself: a fake package with an upward import and a cycle is caught."
-    pkg = tmp_path / "disentbook"; (pkg / "data").mkdir(parents=True)
-    (pkg / "__init__.py").write_text(""); (pkg / "data" / "__init__.py").write_text("")
-    (pkg / "core.py").write_text("from .data.base import X\n")
-    (pkg / "data" / "base.py").write_text("from ..core import Y\nX = 1\n")
-    monkeypatch.setattr(__import__(__name__), "PKG", pkg)
+    fake_package(tmp_path, monkeypatch, {"data/__init__.py": "", "core.py": "from .data.base import X\n",
+                                         "data/base.py": "from ..core import Y\nX = 1\n"})
     edges = imports(modules())
     assert edges["core"] == {"data.base"} and edges["data.base"] == {"core"}
     with pytest.raises(AssertionError, match="upward"): test_no_upward_imports()
@@ -127,16 +138,10 @@ def facades(mods: dict | None = None) -> tuple[list, list]:
     mods = mods if mods is not None else modules()
     star, private = [], []
     for name, f in mods.items():
-        pkg_parts = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
         tree, aliases = ast.parse(f.read_text()), {}
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = pkg_parts[: len(pkg_parts) - (node.level - 1)] if node.level > 1 else pkg_parts
-                    src = ".".join([p for p in base if p] + ([node.module] if node.module else []))
-                elif node.module and node.module.split(".")[0] == "disentbook":
-                    src = node.module[len("disentbook."):] if "." in node.module else ""
-                else: continue
+                if (src := source_of(name, f, node)) is None: continue
                 for a in node.names:
                     full = f"{src}.{a.name}".lstrip(".")
                     if a.name == "*": star.append(f"{name}: from {src or 'disentbook'} import *")
@@ -161,11 +166,8 @@ def test_no_facades():
 
 
 def test_the_facade_scan_sees_what_it_looks_for(tmp_path, monkeypatch):
-    pkg = tmp_path / "disentbook"; pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("_x = 1\ny = 2\n")
-    (pkg / "b.py").write_text("from .a import *\nfrom .a import _x\nfrom disentbook import a as A\nz = A._x\nfrom .a import y\n")
-    monkeypatch.setattr(__import__(__name__), "PKG", pkg)
+    fake_package(tmp_path, monkeypatch, {"a.py": "_x = 1\ny = 2\n", "b.py": "from .a import *\nfrom .a import _x\n"
+                                         "from disentbook import a as A\nz = A._x\nfrom .a import y\n"})
     star, private = facades()
     assert star == ["b: from a import *"] and sorted(private) == ["b: a._x", "b: from a import _x"], (star, private)
 
@@ -180,26 +182,18 @@ def reexports(mods: dict | None = None) -> list[str]:
     """Imports of a name from a package module that only imports it from another package module (a re-export): the
     import should name the module that defines it."""
     mods = mods if mods is not None else modules()
-    def resolve(name, f, node):
-        pkg_parts = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
-        if node.level:
-            base = pkg_parts[: len(pkg_parts) - (node.level - 1)] if node.level > 1 else pkg_parts
-            return ".".join([p for p in base if p] + ([node.module] if node.module else []))
-        if node.module and node.module.split(".")[0] == "disentbook":
-            return node.module[len("disentbook."):] if "." in node.module else ""
-        return None
     imported = {}                                      # module -> {name: module it was imported from}, top level only
     for name, f in mods.items():
         imported[name] = {}
         for node in ast.parse(f.read_text()).body:
-            if isinstance(node, ast.ImportFrom) and (src := resolve(name, f, node)) is not None:
+            if isinstance(node, ast.ImportFrom) and (src := source_of(name, f, node)) is not None:
                 for a in node.names:
                     if a.name != "*" and f"{src}.{a.name}".lstrip(".") not in mods: imported[name][a.asname or a.name] = src
     bad = []
     for name, f in mods.items():
         if name == "": continue                        # the package root gathers the registries on purpose
         for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, ast.ImportFrom) and (src := resolve(name, f, node)) and src in mods:
+            if isinstance(node, ast.ImportFrom) and (src := source_of(name, f, node)) and src in mods:
                 bad += [f"{name}: from {src} import {a.name} (it comes from {imported[src][a.name]})" for a in node.names
                         if a.name in imported.get(src, {})]
     return bad
@@ -211,10 +205,6 @@ def test_imports_name_the_defining_module():
 
 
 def test_the_reexport_scan_sees_one(tmp_path, monkeypatch):
-    pkg = tmp_path / "disentbook"; pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("x = 1\n")
-    (pkg / "b.py").write_text("from .a import x\n")
-    (pkg / "c.py").write_text("from .b import x\nfrom .a import x as y\n")
-    monkeypatch.setattr(__import__(__name__), "PKG", pkg)
+    fake_package(tmp_path, monkeypatch, {"a.py": "x = 1\n", "b.py": "from .a import x\n",
+                                         "c.py": "from .b import x\nfrom .a import x as y\n"})
     assert reexports() == ["c: from b import x (it comes from a)"]

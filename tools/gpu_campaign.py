@@ -1,5 +1,6 @@
-"""GPU stages for a GPU lent by the slice: stages of at most 9 minutes, one command each, each packing what it
-returns into one archive of a small results folder, from which the next stage resumes.
+"""GPU stages for a GPU held for a short time (a cluster job's time limit, a notebook service that disconnects): stages
+of at most 9 minutes, one command each, each packing what it returns into one archive of a small results folder, from
+which the next stage resumes.
 
     python3 tools/gpu_campaign.py --list                       # the stages, in order, with what each runs
     python3 tools/gpu_campaign.py --stage bench                # one stage on the GPU (results: results/gpu_campaign/)

@@ -90,12 +90,14 @@ class OutOfBudget(BaseException):
     "The campaign's wall budget ended inside a reproduction."
 
 def _history_note(out: Path) -> str | None:
+    from disentbook.repro.summary import HEADLINE
     hs = sorted((out / "history").glob("*/metrics.json"))
     if not hs: return None
     parts = []
     for f in hs:
         m = json.loads(f.read_text())
-        heads = "; ".join(f"{c['claim'].split(':')[0][:60]}: {c['verdict']}" for c in m.get("claims", [])[:2])
+        head = [c for c in m.get("claims", []) if c["claim"].startswith(HEADLINE.get(m["paper"], "\0"))] or m.get("claims", [])[:1]
+        heads = "; ".join(f"{c['claim'].split(':')[0][:60]}: {c['verdict']}" for c in head)
         parts.append(f"seeds {', '.join(map(str, m['seeds']))} ({f.parent.relative_to(out).as_posix()}/report.md: {heads})")
     return ("History: this folder's earlier report" + ("s" if len(parts) > 1 else "") + " of the same settings on other "
             "seeds, judged before these seeds trained and not pooled with them (adding seeds to a judged report would "
