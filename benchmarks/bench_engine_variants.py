@@ -7,8 +7,9 @@ minutes, every number measured in the same process.
 Rows (aggregate images/s over the K members, median of `--repeats` windows of `--window` steps, bf16 autocast, with
 the peak memory per member), for the conv64 dSprites model the reproductions build (10 latents, Bernoulli decoder):
 
-- `vmap`: the engine as it is (`Ensemble`, captured, rng='exact': each member's batch and noise from its own generators,
-  the numbers of its separate run); `vmap_fast`: rng='fast' (one batch of K x B and one noise draw for all members);
+- `vmap_grouped`: the engine as it is (`Ensemble`, captured, rng='exact': each member's batch and noise from its own
+  generators, the numbers of its separate run), its convolutions under vmap one grouped channels-last convolution
+  (`convs='grouped'`, `nets.MemberConv2d`); `vmap`: the same with PyTorch's own batching rule (`convs='vmap'`); `vmap_fast`: rng='fast' (one batch of K x B and one noise draw for all members);
   `vmap_b128` / `vmap_b256`: larger per-member batches.
 - the step taken apart: `inputs_only` (the host side of a step: the K members' draws, stacking, nothing trained) and
   `replay_only` (the captured graph replayed on fixed inputs: forward, backward and the fused Adam, no draw).
@@ -17,7 +18,9 @@ the peak memory per member), for the conv64 dSprites model the reproductions bui
   draw of K x B (as rng='fast'); `_cl`: channels-last activations; `_compile`: the loss through `torch.compile`;
   `_b256`: batch 256 per member.
 
-Checks (strict fp32, TF32 off): the grouped step's per-member loss and gradients against the vmapped step's on the same
+Checks (strict fp32, TF32 off): each member of the ensemble (both `convs`) against its separate `Trainer` run, trained
+`--check-steps` steps, loss history and weights (the largest differences, and whether they are within the engine tests'
+tolerances); the hand-written grouped step's per-member loss and gradients against the vmapped step's on the same
 weights, batch and noise; then both trained `--check-steps` steps on the same draws, each member's loss history and
 weights compared with the engine tests' tolerances (rtol 1e-4 / atol 1e-4 on the history, atol 1e-3 / rtol 1e-3 on
 the weights).
@@ -216,13 +219,15 @@ class Bench:
         return r
 
     # ---- rows
-    def vmap_rows(self, method, k):
+    def vmap_rows(self, method, k, parts=True):
         B = self.a.batch
-        def full(rng="exact", batch=B):
-            ens = self.ensemble(method, k, batch, rng=rng, capture=self.dev.type == "cuda" or None)
+        def full(rng="exact", batch=B, convs="grouped"):
+            ens = self.ensemble(method, k, batch, rng=rng, capture=self.dev.type == "cuda" or None, convs=convs)
             r = self.timed(lambda: ens.train_step(), k * batch)
             return r | dict(mode=ens.mode)
-        self.row("vmap", method, k, B, full)
+        self.row("vmap_grouped", method, k, B, full, "the engine's default")
+        self.row("vmap", method, k, B, lambda: full(convs="vmap"), "convs='vmap': PyTorch's batching rule")
+        if not parts: return
         def inputs_only():
             ens = self.ensemble(method, k, B, capture=False)
             return self.timed(lambda: ens._inputs(), k * B)
@@ -252,6 +257,33 @@ class Bench:
         self.row(name, "beta_vae", k, batch, make, "one draw of K x B for all members" + (", torch.compile" if comp else ""))
 
     # ---- checks
+    def check_separate(self, method, k):
+        "Strict fp32: each ensemble member (convs 'vmap' and 'grouped') against its separate Trainer run."
+        for convs in ("vmap", "grouped"):
+            out = dict(check=f"ensemble members vs separate runs (fp32, convs={convs!r})", method=method, K=k)
+            try:
+                with precision_flags("fp32", self.dev):
+                    ens = self.ensemble(method, k, self.a.batch, precision="fp32", capture=self.dev.type == "cuda" or None,
+                                        convs=convs)
+                    for _ in range(self.a.check_steps): ens.train_step()
+                    he = torch.stack(list(ens._rows))[:, :, ens.keys.index("loss")]
+                    hd, wd = [], []
+                    for i in range(k):
+                        t = build_run(dict(objective=method, params=METHODS[method], seed=i), self.mc, self.sampler,
+                                      self.config(None, "fp32"), data=self.data, device=self.dev, resume=False)
+                        for _ in range(self.a.check_steps): t.train_step()
+                        h = torch.stack(list(t._rows))[:, t.keys.index("loss")]
+                        hd.append(float((h - he[:, i]).abs().max()))
+                        named = dict(ens.pairs[0].named_parameters())
+                        wd.append(max(float((p.detach() - ens.params[n][i]).abs().max())
+                                      for n, p in zip(named, list(t.model.parameters()) + list(t.objective.parameters()))))
+                    out.update(steps=self.a.check_steps, mode=ens.mode, history_max_abs=max(hd), weights_max_abs=max(wd),
+                               per_member_history_max_abs=[round(x, 6) for x in hd])
+            except Exception as e:
+                out["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            self.res["checks"].append(out); self.save()
+            print("check:", json.dumps(out), flush=True)
+
     def check_grouped(self, k):
         "Strict fp32: one step's loss and gradients, then a short training, the grouped step against the vmapped step."
         out = dict(check="grouped vs vmap (fp32)", K=k)
@@ -301,6 +333,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--check-steps", type=int, default=30)
     ap.add_argument("--budget", type=float, default=420, help="seconds; rows left when it is spent are skipped")
+    ap.add_argument("--adopted", action="store_true", help="only the checks and the engine's rows (both convs)")
     ap.add_argument("--out", default=None, help="the JSON (default results/bench_engine_variants-<device>.json)")
     a = ap.parse_args(argv)
     dev = torch.device(a.device)
@@ -311,6 +344,13 @@ def main(argv=None) -> int:
     a.out = a.out or str(ROOT / "results" / f"bench_engine_variants-{dev.type}.json")
     b = Bench(a, dev)
     ks = a.ks
+    b.check_separate("beta_vae", min(ks[0], 8))
+    if a.adopted:
+        for k in ks[:2]: b.vmap_rows("beta_vae", k, parts=False)
+        for k in ks[:2]: b.vmap_rows("factor_vae", k, parts=False)
+        b.check_separate("factor_vae", min(ks[0], 4))
+        b.save(); print(f"written: {a.out} ({b.res['seconds']} s)")
+        return 0
     b.check_grouped(min(ks[0], 8))
     for k in ks[:2]:                                   # the step taken apart, beta-VAE then FactorVAE
         b.vmap_rows("beta_vae", k)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_nets.ipynb #7f42efb5
 from __future__ import annotations
-import math
+import contextlib, math
 
 import torch
 from torch import nn
@@ -13,8 +13,68 @@ import torch.nn.functional as F
 from .core import InputError, Registry, to_float_images
 
 # %% auto #0
-__all__ = ['ARCHS', 'LIKELIHOODS', 'MODELS', 'ConvEncoder', 'ConvDecoder', 'bernoulli_nll', 'gaussian_nll', 'laplace_nll',
-           'l2sq_cost', 'l1_cost', 'reparameterize', 'VAE', 'build_model', 'MLPDiscriminator']
+__all__ = ['ARCHS', 'LIKELIHOODS', 'MODELS', 'grouped_member_convs', 'MemberConv2d', 'MemberConvTranspose2d', 'ConvEncoder',
+           'ConvDecoder', 'bernoulli_nll', 'gaussian_nll', 'laplace_nll', 'l2sq_cost', 'l1_cost', 'reparameterize',
+           'VAE', 'build_model', 'MLPDiscriminator']
+
+# %% ../nbs/03_nets.ipynb #d5e72b14
+_GROUPED = [False]
+
+@contextlib.contextmanager
+def grouped_member_convs(on: bool = True):
+    """Within the block, `MemberConv2d` / `MemberConvTranspose2d` called under `vmap` run as one grouped, channels-last
+    convolution over the members (`ensemble.Ensemble` trains its members inside it); nothing changes outside `vmap`."""
+    old, _GROUPED[0] = _GROUPED[0], bool(on)
+    try: yield
+    finally: _GROUPED[0] = old
+
+def _conv(x, w, b, stride, padding, transposed, groups=1):
+    f = F.conv_transpose2d if transposed else F.conv2d
+    return f(x, w, b, stride, padding, groups=groups)
+
+class _MemberConv(torch.autograd.Function):
+    "A convolution whose `vmap` rule is the grouped channels-last convolution of the members (see above)."
+    @staticmethod
+    def forward(x, w, b, stride, padding, transposed): return _conv(x, w, b, stride, padding, transposed)
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w, b, stride, padding, transposed = inputs
+        ctx.save_for_backward(x, w); ctx.conf = (stride, padding, transposed, b is not None)
+    @staticmethod
+    def backward(ctx, go):
+        x, w = ctx.saved_tensors; stride, padding, transposed, bias = ctx.conf
+        gi, gw, gb = torch.ops.aten.convolution_backward(
+            go, x.to(go.dtype), w.to(go.dtype), [w.shape[1] if transposed else w.shape[0]] if bias else None,
+            [stride] * 2, [padding] * 2, [1, 1], transposed, [0, 0], 1, [ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias])
+        return (gi.to(x.dtype) if gi is not None else None, gw.to(w.dtype) if gw is not None else None,
+                gb if bias else None, None, None, None)
+    @staticmethod
+    def vmap(info, in_dims, x, w, b, stride, padding, transposed):
+        K = info.batch_size
+        def lead(t, d, at):          # the member axis at `at` (expanded when the tensor has none)
+            return t.movedim(d, at) if d is not None else t.unsqueeze(at).expand(*t.shape[:at], K, *t.shape[at:])
+        x, w = lead(x, in_dims[0], 1), lead(w, in_dims[1], 0)
+        B = x.shape[0]
+        xg = x.reshape(B, -1, *x.shape[3:]).contiguous(memory_format=torch.channels_last)
+        bg = lead(b, in_dims[2], 0).reshape(-1) if b is not None else None
+        y = _conv(xg, w.reshape(-1, *w.shape[2:]), bg, stride, padding, transposed, groups=K)
+        return y.view(B, K, -1, *y.shape[2:]), 1
+
+class MemberConv2d(nn.Conv2d):
+    "`nn.Conv2d`; inside `grouped_member_convs()` under `vmap`, the members' grouped channels-last convolution."
+    def forward(self, x):
+        if not _GROUPED[0] or self.groups != 1 or self.dilation != (1, 1) or self.padding_mode != "zeros" \
+                or self.stride[0] != self.stride[1] or isinstance(self.padding, str) or self.padding[0] != self.padding[1]:
+            return super().forward(x)
+        return _MemberConv.apply(x, self.weight, self.bias, self.stride[0], self.padding[0], False)
+
+class MemberConvTranspose2d(nn.ConvTranspose2d):
+    "`nn.ConvTranspose2d`; inside `grouped_member_convs()` under `vmap`, the members' grouped channels-last convolution."
+    def forward(self, x, output_size=None):
+        if not _GROUPED[0] or output_size is not None or self.groups != 1 or self.dilation != (1, 1) \
+                or self.output_padding != (0, 0) or self.stride[0] != self.stride[1] or self.padding[0] != self.padding[1]:
+            return super().forward(x, output_size)
+        return _MemberConv.apply(x, self.weight, self.bias, self.stride[0], self.padding[0], True)
 
 # %% ../nbs/03_nets.ipynb #2edd372b
 ARCHS = {64: dict(channels=(32, 32, 64, 64), kernels=(4, 4, 4, 4), base=4),
@@ -32,7 +92,7 @@ class ConvEncoder(nn.Module):
         super().__init__()
         a, layers, c = _arch(image_size), [], in_channels
         for ch, k in zip(a["channels"], a["kernels"]):
-            layers += [nn.Conv2d(c, ch, k, stride=2, padding=1), nn.ReLU()]; c = ch
+            layers += [MemberConv2d(c, ch, k, stride=2, padding=1), nn.ReLU()]; c = ch
         self.conv = nn.Sequential(*layers, nn.Flatten())
         self.fc = nn.Sequential(nn.Linear(c * a["base"] ** 2, hidden), nn.ReLU(), nn.Linear(hidden, out_dim))
     def forward(self, x): return self.fc(self.conv(x))
@@ -47,7 +107,7 @@ class ConvDecoder(nn.Module):
                                 nn.Linear(hidden, chs[0] * a["base"] ** 2), nn.ReLU())
         layers, c = [], chs[0]
         for ch, k in zip(list(chs[1:]) + [out_channels], a["kernels"][::-1]):
-            layers += [nn.ConvTranspose2d(c, ch, k, stride=2, padding=1), nn.ReLU()]; c = ch
+            layers += [MemberConvTranspose2d(c, ch, k, stride=2, padding=1), nn.ReLU()]; c = ch
         self.deconv = nn.Sequential(*layers[:-1])  # no non-linearity after the last layer: logits
     def forward(self, z): return self.deconv(self.fc(z).view(-1, self.c0, self.base, self.base))
 

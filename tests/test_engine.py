@@ -163,6 +163,27 @@ def test_fast_rng_trains_and_differs_from_exact(data):
     assert not torch.allclose(torch.tensor(exact[1]["history"].values), torch.tensor(fast[1]["history"].values))
 
 
+def test_grouped_and_vmapped_convolutions_train_the_same_members(data):
+    "The members' convolutions as one grouped channels-last convolution (the default) or by vmap's own rule: one training."
+    def run(convs):
+        ts = [build_run(m, MODEL, SingleSampler(data, device="cpu"), cfg(steps=6, log_every=3), data=data)
+              for m in GRIDS["adversarial"][:2]]
+        ens = Ensemble(ts, precision="fp32", convs=convs)
+        assert ens.convs == (convs or "vmap")
+        for _ in range(6): ens.train_step()
+        return torch.stack(list(ens._rows)), {n: p.detach().clone() for n, p in ens.params.items()}
+    (hg, wg), (hv, wv), (h0, w0) = run("grouped"), run("vmap"), run(None)
+    torch.testing.assert_close(hg, hv, rtol=1e-4, atol=1e-4)
+    # two kernels: each weight tensor within a quarter of how far training moved it (see training_checks)
+    init = {n: p.detach().clone() for n, p in Ensemble(
+        [build_run(m, MODEL, SingleSampler(data, device="cpu"), cfg(), data=data) for m in GRIDS["adversarial"][:2]]).params.items()}
+    for n in wg:
+        assert (wg[n] - wv[n]).norm() <= 0.25 * (wv[n] - init[n]).norm() + 1e-6, n
+        assert torch.equal(w0[n], wv[n]), n                        # the CPU default is vmap's rule
+    ts = [build_run(GRIDS["plain"][0], MODEL, SingleSampler(data, device="cpu"), cfg(), data=data)]
+    with pytest.raises(InputError, match="convs: expected 'grouped' or 'vmap'"): Ensemble(ts, convs="fast")
+
+
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
