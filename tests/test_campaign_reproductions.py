@@ -1,7 +1,9 @@
 """A paper's reproduction as a campaign stage (`python3 -m disentbook campaign --stage reproduce-PAPER`), on the β-VAE
 tutorial's smoke scale: the budget's timer ends it `partial` with its folder unlocked, the next call finishes it with the
-same per-run numbers as a call never cut, and a folder holding a report of other settings is refused in one line."""
-import json, os, subprocess, sys
+same per-run numbers as a call never cut, and a folder holding a report of other settings is refused in one line. A GPU
+stage rehearsed on the CPU: cut after a checkpoint, packed, unpacked into another checkout, finished there, packed back,
+its references measured where it is unpacked."""
+import json, os, shutil, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,14 +18,38 @@ sys.exit(main(["campaign", *sys.argv[1:]]))
 """
 
 
-def campaign(root, *args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-c", DRIVER, *args, "--root", str(root)], capture_output=True, text=True,
+# the stage `gpu-vae` rehearsed on the CPU at the tutorial's smoke scale, a checkpoint every 2 steps; CUT_AFTER_SAVES=n
+# ends the call as the budget's timer would, right after the n-th checkpoint
+GPU_DRIVER = """
+import os, sys
+import disentbook.campaign.reproductions as R
+from disentbook.cli import main
+from disentbook.repro.declare import PAPERS
+from disentbook.train import Trainer
+R.GPU_REPRODUCTIONS["gpu-vae"] = R.Reproduction("vae", scale="smoke", device="cpu", options=dict(references="later"),
+                                                why="a rehearsal")
+R.MARGIN, R.MIN_LEFT = 0.0, 0.0
+PAPERS["vae"].scales["smoke"]["train"]["ckpt_every"] = 2
+cut, saves = int(os.environ.get("CUT_AFTER_SAVES", "0")), [0]
+if cut:
+    save = Trainer.save
+    def counted(self, *a, **k):
+        out = save(self, *a, **k); saves[0] += 1
+        if saves[0] >= cut: raise R.OutOfBudget()
+        return out
+    Trainer.save = counted
+sys.exit(main(["campaign", *sys.argv[1:]]))
+"""
+
+
+def campaign(root, *args, driver=DRIVER, **env):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **env)
+    return subprocess.run([sys.executable, "-c", driver, *args, "--root", str(root)], capture_output=True, text=True,
                           env=env, timeout=600)
 
 
-def status(root) -> str:
-    return json.loads((root / "benchmarks" / "campaign.json").read_text())["stages"]["reproduce-refvae"]["status"]
+def status(root, stage="reproduce-refvae") -> str:
+    return json.loads((root / "benchmarks" / "campaign.json").read_text())["stages"][stage]["status"]
 
 
 def runs(root) -> dict:
@@ -96,3 +122,35 @@ def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_rep
     now, old, left = carry(root)
     assert sorted(old) == sorted(live) and all((root / p).is_file() for p in live)
     assert set(done) | {f"{runs}/seed0/eval.json"} <= set(git("ls-files").split())
+
+
+def test_a_gpu_stage_cut_at_a_calls_limit_travels_in_parts_and_goes_on_in_another_checkout(tmp_path):
+    gpu, here, straight, parts = (tmp_path / n for n in ("gpu", "here", "straight", "parts"))
+    r = campaign(gpu, "--stage", "gpu-vae", "--budget", "10m", driver=GPU_DRIVER, CUT_AFTER_SAVES="3")
+    assert r.returncode == 0 and "stage gpu-vae: partial" in r.stdout, (r.stdout[-1500:], r.stderr[-1500:])
+    r = campaign(gpu, "--pack", str(parts), driver=GPU_DRIVER)
+    assert r.returncode == 0 and "packed" in r.stdout, r.stderr[-1500:]
+    assert 2 <= len(list(parts.iterdir())) <= 8
+    # a fresh checkout (another GPU machine): the cut run's checkpoint arrives and the stage goes on from it
+    r = campaign(here, "--unpack", str(parts), driver=GPU_DRIVER)
+    assert r.returncode == 0 and status(here, "gpu-vae") == "partial", r.stderr[-1500:]
+    cks = list((here / "reports" / "vae-smoke" / "runs").glob("*/*/seed*/train/checkpoint/config.json"))
+    assert cks and all(p.read_bytes() == (gpu / p.relative_to(here)).read_bytes() for p in cks)
+    r = campaign(here, "--stage", "gpu-vae", "--budget", "10m", driver=GPU_DRIVER)
+    assert r.returncode == 0 and status(here, "gpu-vae") == "ok", r.stderr[-2000:]
+    m = json.loads((here / "reports" / "vae-smoke" / "metrics.json").read_text())
+    assert m["options"]["references"] == "later"
+    # back to the first checkout: the report lands, and its gates' references are measured there
+    shutil.rmtree(parts)
+    assert campaign(here, "--pack", str(parts), driver=GPU_DRIVER).returncode == 0
+    r = campaign(gpu, "--unpack", str(parts), driver=GPU_DRIVER)
+    assert r.returncode == 0 and "references measured here" in r.stdout and status(gpu, "gpu-vae") == "ok", r.stderr[-2000:]
+    m = json.loads((gpu / "reports" / "vae-smoke" / "metrics.json").read_text())
+    assert any("measured on a CPU by `disentbook campaign --unpack`" in n for n in m["notes"])
+    # the same numbers per run as a stage never cut
+    assert campaign(straight, "--stage", "gpu-vae", "--budget", "10m", driver=GPU_DRIVER).returncode == 0
+    assert runs(gpu) == runs(straight)
+    # a damaged pack: one line, exit 2
+    p = next(parts.glob("campaign-state.tar.*")); p.write_bytes(p.read_bytes()[:-10])
+    r = campaign(tmp_path / "other", "--unpack", str(parts), driver=GPU_DRIVER)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "do not add up" in r.stderr, r.stderr[-1500:]

@@ -1,47 +1,44 @@
-"""GPU stages for a GPU held for a short time (a cluster job's time limit, a notebook service that disconnects): stages
-of at most 9 minutes, one command each, each packing what it returns into one archive of a small results folder, from
-which the next stage resumes.
+"""The GPU machine's checks, for a GPU held for a short time (a cluster job's time limit, a notebook service that
+disconnects): stages of at most 9 minutes, one command each, each packing what it returns into one archive of a small
+results folder.
 
     python3 tools/gpu_campaign.py --list                       # the stages, in order, with what each runs
     python3 tools/gpu_campaign.py --stage bench                # one stage on the GPU (results: results/gpu_campaign/)
     python3 tools/gpu_campaign.py --next                       # the first stage not done yet
     python3 tools/gpu_campaign.py --all --device cpu --tiny    # every stage end to end on a CPU (smoke scale): a rehearsal
     python3 tools/gpu_campaign.py --wheels                     # download the wheels the GPU machine lacks into .whl/
-    python3 tools/gpu_campaign.py --unpack                     # GPU results into the checkout (table, reports)
+    python3 tools/gpu_campaign.py --unpack                     # GPU results into the checkout (tables)
 
-Stages: `contact` (tools/first_contact.py: every objective's GPU path, one line each, in under 5 minutes), `tests` (the CUDA tests: every test marked to skip without CUDA), `bench` (benchmarks/bench_gpu.py: the
-measured throughput table), one per paper (`vae`, `dipvae`, `tcwae`, `contrastive`, `refvae`, `invariance`: its `gpu`
-reproduction, after `reproduce --plan` has checked that it fits a stage on the measured table when there is one). The
-shipped models are not trained here: the dSprites ones are the campaign's zoo (`python3 -m disentbook campaign`), the
-others come from `tools/train_pretrained.py`.
+Stages: `contact` (tools/first_contact.py: every objective's GPU path, one line each, in under 5 minutes), `tests` (the
+CUDA tests: every test marked to skip without CUDA), `bench` (benchmarks/bench_gpu.py: the measured throughput table).
+The papers' `gpu` reproductions are the campaign's stages `gpu-PAPER` (`python3 -m disentbook campaign --stage
+gpu-dipvae --budget 9m`, then `--pack $OUT`; here `--unpack DIR`): they go on from call to call, their ledger is the
+campaign's. The shipped models are not trained here: the dSprites ones are the campaign's zoo, the others come from
+`tools/train_pretrained.py`.
 
 The results folder (`--results`, default results/gpu_campaign) holds at most 8 files of at most 16 MiB, 64 MiB in all,
-so that it travels to a GPU machine and back whole: `checks.tar.gz` (tests and bench), one `<paper>.tar.gz` per paper
-(report, metrics.json, table.csv, figures, every run's eval.json, settings.json, history.csv and loss figure; no
-checkpoint). Every archive holds `<stage>/stage.json` (status, device
-name, torch, seconds, command); a stage is done when its stage.json says `ok`, and a stage cut short leaves its
-archive with status `timeout` or `failed` and is run again. Each stage runs under a 9-minute limit (`--limit`), so a job
-limit or a disconnect loses one stage at most; every report in an archive starts with the device it ran on.
+so that it travels to a GPU machine and back whole: `checks.tar.gz` (contact, tests and bench). Every archive holds
+`<stage>/stage.json` (status, device name, torch, seconds, command); a stage is done when its stage.json says `ok`, and
+a stage cut short leaves its archive with status `timeout` or `failed` and is run again. Each stage runs under a
+9-minute limit (`--limit`), so a job limit or a disconnect loses one stage at most.
 
 On a GPU machine that can reach no package index, the packages it lacks travel as wheels (`--wheels`; README of
-benchmarks/ says how to carry them): POT (the contrastive paper's exact optimal transport, `ot.emd`) is the one the
-stages need; ipywidgets and its dependencies only for the CUDA test of the widgets (without them that file is
-reported as not collected).
+benchmarks/ says how to carry them): POT (the contrastive paper's exact optimal transport, `ot.emd`), for the bench's
+contrastive rows and the contrastive reproduction; ipywidgets and its dependencies only for the CUDA test of the widgets
+(without them that file is reported as not collected).
 
-Across machines: `--unpack` lands a GPU stage's results in the checkout and records the stage in the committed ledger
-`benchmarks/gpu_campaign.json`; a later run's `--next` / `--all` skip the stages listed there, so successive GPU runs
-finish the campaign.
+Across machines: `--unpack` lands a stage's results in the checkout and records the stage in the committed ledger
+`benchmarks/gpu_campaign.json`; a later run's `--next` / `--all` skip the stages listed there.
 
 A GPU stage without a GPU (and without `--device cpu`) is a one-line error saying what to do (exit status 2).
 """
 from __future__ import annotations
-import argparse, contextlib, datetime, io, json, os, platform, shutil, subprocess, sys, tarfile, tempfile, time
+import argparse, datetime, io, json, os, platform, shutil, subprocess, sys, tarfile, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAPERS = ("vae", "dipvae", "tcwae", "contrastive", "refvae", "invariance")
-STAGES = ("contact", "tests", "bench", *PAPERS)
-ARCHIVE = {"contact": "checks", "tests": "checks", "bench": "checks", **{p: p for p in PAPERS}}
+STAGES = ("contact", "tests", "bench")
+ARCHIVE = {"contact": "checks", "tests": "checks", "bench": "checks"}
 LIMIT_S = 9 * 60                       # one stage, one command
 LEDGER = ROOT / "benchmarks" / "gpu_campaign.json"     # stages landed in the checkout by earlier runs (committed)
 MAX_FILES, MAX_FILE, MAX_TOTAL = 8, 16 * 2**20, 64 * 2**20
@@ -55,8 +52,7 @@ WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_
                    "manylinux1_x86_64")
 WHAT = {"contact": "tools/first_contact.py: every objective in its own process, strict, bf16, a K = 2 ensemble and a captured single",
         "tests": "python -m pytest tests (only the tests that skip without CUDA)",
-        "bench": "python benchmarks/bench_gpu.py (writes the measured throughput table)",
-        **{p: f"disentbook reproduce {p} --scale gpu (smoke with --tiny), after --plan" for p in PAPERS}}
+        "bench": "python benchmarks/bench_gpu.py (writes the measured throughput table)"}
 
 
 class CampaignError(Exception):
@@ -113,7 +109,7 @@ def read_ledger(path) -> dict:
 def landed(ledger, stage: str) -> dict | None:
     "The ledger's record of `stage` when it landed from a GPU run (never a CPU rehearsal), else None."
     r = read_ledger(ledger).get(stage)
-    return r if isinstance(r, dict) and r.get("status") in ("ok", "collected") and not r.get("tiny") else None
+    return r if isinstance(r, dict) and r.get("status") == "ok" and not r.get("tiny") else None
 
 
 def done(results: Path, stage: str, ledger=None) -> bool:
@@ -163,13 +159,6 @@ def run(cmd: list[str], log: list[str], limit: float, env: dict | None = None) -
     return rc, time.perf_counter() - t0
 
 
-def plan_minutes(log_text: str) -> float | None:
-    "The training minutes a paper stage's `--plan` printed (its 'total: ... N device minutes' line), else None."
-    import re
-    m = re.search(r"^total: .*?([0-9.]+) device minutes", log_text, re.M)
-    return float(m.group(1)) if m else None
-
-
 # ---------------------------------------------------------------- the stages
 def stage_contact(a, work: Path, log: list) -> tuple[int, dict]:
     out = work / "first_contact.json"
@@ -197,67 +186,6 @@ def stage_bench(a, work: Path, log: list) -> tuple[int, dict]:
     return rc, ({"bench/throughput.json": out.read_bytes()} if out.exists() else {})
 
 
-def measured_table(a) -> Path | None:
-    "The throughput table the bench stage returned (measured on this campaign's GPU), written where --plan can read it."
-    raw = read_archive(archive_path(a.results, "bench")).get("bench/throughput.json")
-    if not raw: return None
-    t = json.loads(raw)
-    if t.get("tiny") and not a.tiny: return None                 # a CPU rehearsal's table says nothing about the GPU
-    p = Path(tempfile.mkdtemp(prefix="campaign_table_")) / "throughput.json"; p.write_bytes(raw)
-    return p
-
-
-def stage_paper(a, work: Path, log: list, name: str) -> tuple[int, dict]:
-    scale = "smoke" if a.tiny else "gpu"
-    out = work / f"{name}-{scale}"
-    env = {}
-    table = measured_table(a)
-    if table is not None: env["DISENTBOOK_THROUGHPUT"] = str(table)
-    base = [sys.executable, "-m", "disentbook", "reproduce", name, "--scale", scale, "--device", a.device]
-    rc, _ = run(base + ["--plan"], log, 120, env)                 # within its budget on the measured (or anchor) table
-    if rc != 0: return rc, {}
-    eager = scale == "gpu" and eager_groups(name, scale, table)   # runs no step can capture: allowed, as planned
-    if eager: log.append(f"the plan trains {eager} group(s) eagerly (steps that cannot be captured): -o allow_eager=true")
-    cmd = base + ["--out", str(out), "--overwrite"] + (["--threads", "1"] if a.device == "cpu" else []) \
-        + (["-o", "allow_eager=true"] if eager else []) \
-        + (["-o", "references=later"] if scale == "gpu" else [])   # CPU work: measured by --unpack, off the GPU's clock
-    rc, _ = run(cmd, log, a.remaining(), env)
-    return rc, collect_report(out, name, a.device_name)
-
-
-def eager_groups(name: str, scale: str, table: Path | None) -> int:
-    "How many groups of the reproduction's plan train eagerly (on the measured table when there is one)."
-    old = os.environ.get("DISENTBOOK_THROUGHPUT")
-    if table is not None: os.environ["DISENTBOOK_THROUGHPUT"] = str(table)
-    try:
-        sys.path.insert(0, str(ROOT))
-        from disentbook.repro.plan import plan
-        return sum(g["plan_mode"] == "eager" for g in plan(name, scale)["groups"])
-    finally:
-        if old is None: os.environ.pop("DISENTBOOK_THROUGHPUT", None)
-        else: os.environ["DISENTBOOK_THROUGHPUT"] = old
-
-
-def collect_report(out: Path, name: str, device: str) -> dict:
-    "The files of a reproduction worth bringing back (no checkpoint); report.md names the device."
-    files = {}
-    if not out.is_dir(): return files
-    for p in sorted(out.rglob("*")):
-        if not p.is_file(): continue
-        rel = p.relative_to(out).as_posix()
-        if rel in ("metrics.json", "table.csv") or (p.suffix == ".png" and "/" not in rel) or \
-           (rel.startswith("runs/") and p.name in ("eval.json", "settings.json", "history.csv", "losses.png")):
-            files[f"{name}/{rel}"] = p.read_bytes()
-    rep, said = out / "report.md", (f"Measured on: {device}; tools/gpu_campaign.py stage {name!r}, "
-                                     f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.")
-    if rep.exists(): files[f"{name}/report.md"] = (said + "\n\n" + rep.read_text()).encode()
-    if f"{name}/metrics.json" in files:           # also among its notes, which a later re-judge keeps in the report
-        m = json.loads(files[f"{name}/metrics.json"])
-        m["notes"] = [said] + [n for n in m.get("notes", []) if not str(n).startswith("Measured on: ")]
-        files[f"{name}/metrics.json"] = (json.dumps(m, indent=1) + "\n").encode()
-    return files
-
-
 def run_stage(a, stage: str) -> dict:
     "Run one stage, pack its archive into the results folder (and `--out`), return its stage.json."
     if not a.device.startswith("cpu"): require_gpu(stage, a.device)
@@ -268,11 +196,11 @@ def run_stage(a, stage: str) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"campaign_{stage}_") as tmp:
         work = Path(tmp)
         fn = {"contact": stage_contact, "tests": stage_tests, "bench": stage_bench}.get(stage)
-        rc, files = fn(a, work, log) if fn else stage_paper(a, work, log, stage)
+        rc, files = fn(a, work, log)
     seconds = time.perf_counter() - t0
     status = "ok" if rc == 0 else "timeout" if rc == 124 else "failed"
     rec = dict(stage=stage, status=status, returncode=rc, device=a.device_name, tiny=bool(a.tiny), seconds=round(seconds, 1),
-               limit_s=a.limit, **({"plan_minutes": plan_minutes("\n".join(log))} if stage in PAPERS else {}), finished=f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S} UTC",
+               limit_s=a.limit, finished=f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S} UTC",
                command=f"python3 tools/gpu_campaign.py --stage {stage}" + (" --device cpu --tiny" if a.tiny else ""),
                files=sorted(files))
     files[f"{stage}/stage.json"] = (json.dumps(rec, indent=1) + "\n").encode()
@@ -290,94 +218,33 @@ def run_stage(a, stage: str) -> dict:
 
 
 def unpack(a) -> int:
-    "Put what the GPU stages returned into the checkout: the throughput table, reports/<paper>-gpu/."
+    "Put what the GPU stages returned into the checkout: the throughput table, the CUDA tests' results, the first contact."
     n, ledger = 0, read_ledger(a.ledger)
     for stage in STAGES:
         rec = stage_record(a.results, stage)
         if not rec or rec.get("tiny"): continue                                   # a CPU rehearsal never lands in the checkout
         if ledger.get(stage, {}).get("finished") == rec.get("finished"):         # landed before: what the checkout made of it
-            print(f"{stage}: landed earlier ({rec.get('finished')}), left as it is in the checkout"); continue   # (a re-judged report) stays
-        if rec["status"] == "timeout" and stage in PAPERS: n += finish_cut_stage(a, stage, rec)
+            print(f"{stage}: landed earlier ({rec.get('finished')}), left as it is in the checkout"); continue
         if rec["status"] != "ok": continue
         for name, data in read_archive(archive_path(a.results, stage)).items():
             top, _, rel = name.partition("/")
             if top != stage or rel in ("stage.json", "log.txt") or rel.startswith("histories/"): continue
-            if rel.startswith("runs/") and stage not in PAPERS: continue       # a paper's runs: eval.json, settings, history
             dest = (ROOT / "benchmarks" / "throughput.json" if rel == "throughput.json" else
                     ROOT / "benchmarks" / "gpu_tests_junit.xml" if rel == "junit.xml" else
-                    ROOT / "benchmarks" / "first_contact.json" if rel == "first_contact.json" else
-                    ROOT / "reports" / f"{stage}-gpu" / rel if stage in PAPERS else None)
+                    ROOT / "benchmarks" / "first_contact.json" if rel == "first_contact.json" else None)
             if dest is None: continue
             for d in [dest] + ([ROOT / "disentbook" / "assets" / "throughput.json"] if rel == "throughput.json" else []):
                 d.parent.mkdir(parents=True, exist_ok=True); d.write_bytes(data); n += 1   # the table also ships in the package
                 print(f"{stage}: {d.relative_to(ROOT)}")
-        if stage in PAPERS: judge_deferred(stage)
     if n and a.ledger is not None: write_ledger(a)
     print(f"{n} files unpacked from {a.results}" if n else f"nothing to unpack in {a.results} (no GPU stage done)")
     return 0
 
 
-def _harness():
-    "The checkout's harness (papers, rejudge, finish_from_runs), for judging here what a GPU stage returned."
-    if str(ROOT) not in sys.path: sys.path.insert(0, str(ROOT))
-    from disentbook.repro.declare import PAPERS as papers
-    from disentbook.repro.harness import finish_from_runs as finish, rejudge as judge_again
-    return papers, judge_again, finish
-
-
-def judge_deferred(stage: str):
-    """A paper stage that left its gates' references for later (`-o references=later`: the untrained networks' and raw
-    pixels' evaluations are CPU work that would hold the GPU): measure them here and re-judge its report (nothing trains)."""
-    out = ROOT / "reports" / f"{stage}-gpu"
-    try: m = json.loads((out / "metrics.json").read_text())
-    except (OSError, ValueError): return
-    if (m.get("options") or {}).get("references") != "later": return
-    REPROS, rejudge, _ = _harness()
-    m["notes"] = [*m.get("notes", []), "The gates' references (the untrained networks, the raw pixels) were measured on a "
-                  "CPU by tools/gpu_campaign.py --unpack: the GPU stage left them for later, to keep CPU work off its clock."]
-    (out / "metrics.json").write_text(json.dumps(m, indent=1) + "\n")
-    t0 = time.perf_counter()
-    rejudge(REPROS[stage], out)
-    print(f"{stage}: references measured and the report re-judged here in {time.perf_counter() - t0:.0f} s")
-
-
-def finish_cut_stage(a, stage: str, rec: dict) -> int:
-    """A paper stage cut at its limit after every run finished (each run's eval.json came back, the report did not): judge
-    it here from the runs (`finish_from_runs`: nothing trains, the figures that call drew are kept), land it in
-    reports/<paper>-gpu/ and record it in the ledger as `collected`. Returns the files landed; a stage with runs left lands
-    nothing and stays to be run again."""
-    files = read_archive(archive_path(a.results, stage))
-    if f"{stage}/metrics.json" in files or not any(n.endswith("/eval.json") for n in files): return 0
-    from disentbook.core import InputError
-    REPROS, _, finish_from_runs = _harness()
-    said = (f"Measured on: {rec['device']}; tools/gpu_campaign.py stage {stage!r}, {rec['finished']} (stopped at its "
-            f"{float(rec.get('limit_s', 0)):.0f}-s limit after its last run, before its report).")
-    with tempfile.TemporaryDirectory(prefix=f"collect_{stage}_") as tmp:
-        work = Path(tmp) / stage
-        for name, data in files.items():
-            top, _, rel = name.partition("/")
-            if top != stage or rel in ("stage.json", "log.txt"): continue
-            (work / rel).parent.mkdir(parents=True, exist_ok=True); (work / rel).write_bytes(data)
-        try: finish_from_runs(REPROS[stage], work, "gpu", device_name=rec["device"], notes=[said])
-        except InputError as e:
-            print(f"{stage}: cut at its limit before every run finished ({e}): run the stage again"); return 0
-        dest, n = ROOT / "reports" / f"{stage}-gpu", 0
-        for p in sorted(work.rglob("*")):
-            if not p.is_file() or p.name.startswith("."): continue
-            d = dest / p.relative_to(work); d.parent.mkdir(parents=True, exist_ok=True); shutil.copy2(p, d); n += 1
-    if a.ledger is not None:
-        stages = read_ledger(a.ledger)
-        stages[stage] = {k: v for k, v in rec.items() if k != "files"} | dict(
-            status="collected", unpacked=f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-        _write_ledger_file(a.ledger, stages)
-    print(f"{stage}: cut at its limit after its last run; judged here from its runs into {dest.relative_to(ROOT)} ({n} files)")
-    return n
-
-
 def _write_ledger_file(path, stages: dict):
     body = dict(note="GPU campaign stages that landed in this checkout (tools/gpu_campaign.py --unpack); a stage listed "
-                     "here is done: --next and --all go on with the others, --redo runs it again. `collected`: cut at its "
-                     "limit after its last run and judged from the runs by --unpack.", stages=stages)
+                     "here is done: --next and --all go on with the others, --redo runs it again. The papers' gpu "
+                     "reproductions are the campaign's stages (benchmarks/campaign.json).", stages=stages)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(body, indent=1) + "\n")
 
@@ -417,7 +284,7 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="list the stages and whether each is done")
     ap.add_argument("--wheels", action="store_true", help="pip download the wheels the GPU machine lacks into .whl/")
     ap.add_argument("--unpack", action="store_true", help="put the GPU stages' results into the checkout (throughput table, "
-                                                          "reports/<paper>-gpu/)")
+                                                          "the CUDA tests' results, the first contact)")
     ap.add_argument("--optional", action="store_true", help="with --wheels: also ipywidgets and its dependencies")
     ap.add_argument("--python", default="3.12", help="with --wheels: the GPU machine's Python version")
     ap.add_argument("--dry-run", action="store_true", help="with --wheels: print the command only")
@@ -438,15 +305,12 @@ def main(argv=None) -> int:
         if a.list:
             for s in STAGES:
                 r, l = stage_record(a.results, s), landed(a.ledger, s)
-                pm = (r or l or {}).get("plan_minutes")
-                planned = f"; planned {pm:g} training minutes" if isinstance(pm, (int, float)) else ""
-                state = f"collected (cut at its limit after its last run, judged from its runs; {l['seconds']:.0f} s on {l['device']}{planned})" \
-                    if l and l.get("status") == "collected" else f"{r['status']} ({r['seconds']:.0f} s on {r['device']}{planned})" if r else \
-                    f"landed ({l['seconds']:.0f} s on {l['device']}, {l.get('finished', '')}{planned})" if l else "not run"
+                state = f"{r['status']} ({r['seconds']:.0f} s on {r['device']})" if r else \
+                    f"landed ({l['seconds']:.0f} s on {l['device']}, {l.get('finished', '')})" if l else "not run"
                 print(f"{s:<12} {state:<60} {WHAT[s]}")
             return 0
         if a.device.startswith("cpu") and not a.tiny:
-            raise CampaignError("--device cpu runs the campaign's tiny rehearsal only: add --tiny (a CPU cannot train the gpu scale)")
+            raise CampaignError("--device cpu runs the tiny rehearsal only: add --tiny (its numbers say nothing about a GPU)")
         ledger = None if a.tiny else a.ledger          # a rehearsal rehearses every stage, whatever landed from a GPU
         todo = [a.stage] if a.stage else [s for s in STAGES if a.redo or not done(a.results, s, ledger)]
         if a.next: todo = todo[:1]

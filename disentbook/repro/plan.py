@@ -172,7 +172,7 @@ GPU_BUDGET_MINUTES = 20.0                      # the five papers' `gpu` scales t
 # vmapped and train one by one: 5.4 minutes; dipvae 2.2, tcwae 3.3, contrastive 2.3, invariance 4.0)
 GPU_SHARES = dict(dipvae=3.0, tcwae=4.0, contrastive=3.0, refvae=6.0, invariance=4.0)
 OTHER_GPU_BUDGETS = dict(vae=2.0)              # the β-VAE baseline beside the five papers
-STAGE_MINUTES = 9.0                            # one campaign stage (tools/gpu_campaign.py); a paper without a share
+STAGE_MINUTES = 9.0                            # one GPU call (the campaign's gpu-PAPER stage); a paper without a share
 
 class OverBudgetError(InputError):
     "A `gpu` plan whose estimated device minutes exceed the paper's budget."
