@@ -76,7 +76,7 @@ class Ensemble(GraphStep):
     whose gradient is near zero by up to lr per step whatever that noise: after 10 steps one weight of a member was 4e-3
     from its separate run's (vmap's rule: 5e-5), outside the 1e-3 to which a CPU ensemble matches its separate runs.
     On CUDA no rule gives that: the members' kernels differ from a single run's either way (measured, fp32, 30 steps:
-    weights within 6e-3 of the separate runs' with either rule)."""
+    weights within 8e-3 of the separate runs' with either rule, beta-VAE and FactorVAE)."""
     def __init__(self, trainers: list[Trainer], capture: bool | None = None, precision: str | None = None,
                  rng: str = "exact", on_nan: str = "flag", warmup: int = 3, strict: bool = False, convs: str | None = None):
         if not trainers: raise InputError("an ensemble needs at least one Trainer")
