@@ -17,6 +17,8 @@ the peak memory per member), for the conv64 dSprites model the reproductions bui
   grouped convolutions and batched matrix products (no vmap), its fused Adam, captured as one CUDA graph; the batch is one
   draw of K x B (as rng='fast'); `_cl`: channels-last activations; `_compile`: the loss through `torch.compile`;
   `_b256`: batch 256 per member.
+- `--beyond`: the engine's step profiled (its kernels by device time), the engine at batch 128 and 256 per member, the
+  grouped step compiled and channels-last at batch 256, and with `max-autotune-no-cudagraphs`.
 
 Checks (strict fp32, TF32 off): each member of the ensemble (both `convs`) against its separate `Trainer` run, trained
 `--check-steps` steps, loss history and weights (the largest differences, and whether they are within the engine tests'
@@ -30,7 +32,7 @@ skips the rows left once it is spent. A CPU run (or `--tiny`) only rehearses the
 a GPU.
 """
 from __future__ import annotations
-import argparse, contextlib, datetime, json, statistics, sys, time
+import argparse, datetime, json, statistics, sys, time
 from pathlib import Path
 
 import torch
@@ -114,7 +116,8 @@ class Grouped:
         self.c0, self.base, self.L, self.shape = m.decoder.c0, m.decoder.base, m.latent_dim, m.shape
         self.sampler, self.gen = t0.sampler, torch.Generator(self.dev); self.gen.manual_seed(1234)
         self.cl = channels_last
-        self.fn = torch.compile(grouped_forward, dynamic=False) if compile else grouped_forward
+        mode = compile if isinstance(compile, str) else None
+        self.fn = torch.compile(grouped_forward, dynamic=False, mode=mode) if compile else grouped_forward
         self.capture = capture and self.dev.type == "cuda"
         self.graph, self.static = None, None
 
@@ -240,21 +243,48 @@ class Bench:
         if self.dev.type == "cuda": self.row("replay_only", method, k, B, replay_only, "the captured graph alone, fixed inputs")
         self.row("vmap_fast", method, k, B, lambda: full("fast"), "rng='fast': one batch and one noise draw for all")
 
-    def vmap_batch_rows(self, method, k, batch):
+    def vmap_batch_rows(self, method, k, batch, convs="vmap"):
         def full():
-            ens = self.ensemble(method, k, batch, capture=self.dev.type == "cuda" or None)
+            ens = self.ensemble(method, k, batch, capture=self.dev.type == "cuda" or None, convs=convs)
             return self.timed(lambda: ens.train_step(), k * batch)
-        self.row(f"vmap_b{batch}", method, k, batch, full)
+        self.row(f"vmap{'_grouped' if convs == 'grouped' else ''}_b{batch}", method, k, batch, full)
 
     def grouped_row(self, k, cl=False, comp=False, batch=None):
         batch = batch or self.a.batch
-        name = "grouped" + ("_cl" if cl else "") + ("_compile" if comp else "") + (f"_b{batch}" if batch != self.a.batch else "")
+        name = "grouped" + ("_cl" if cl else "") + ("_compile" if comp else "") + (f"-{comp}" if isinstance(comp, str) else "") \
+            + (f"_b{batch}" if batch != self.a.batch else "")
         def make():
             ens = self.ensemble("beta_vae", k, batch, capture=False)
             g = Grouped(ens, channels_last=cl, compile=comp)
             del ens
             return self.timed(lambda: g.step(), k * batch)
         self.row(name, "beta_vae", k, batch, make, "one draw of K x B for all members" + (", torch.compile" if comp else ""))
+
+    def profile(self, method, k, steps=3):
+        "The step's kernels by device time (eager steps of the engine's ensemble, after warm-up): where a replay's time goes."
+        out = dict(check=f"profile of {steps} eager steps ({method}, K = {k}, bf16)", method=method, K=k)
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            with precision_flags("bf16", self.dev):
+                ens = self.ensemble(method, k, self.a.batch, capture=False)
+                for _ in range(2): ens.train_step()
+                sync(self.dev)
+                acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.dev.type == "cuda" else [])
+                with profile(activities=acts) as prof:
+                    for _ in range(steps): ens.train_step()
+                    sync(self.dev)
+            key = "self_device_time_total" if self.dev.type == "cuda" else "self_cpu_time_total"
+            ev = [e for e in prof.key_averages() if getattr(e, key, 0) > 0]
+            total = sum(getattr(e, key) for e in ev) or 1.0
+            top = sorted(ev, key=lambda e: -getattr(e, key))[:20]
+            out.update(total_ms_per_step=round(total / 1000 / steps, 3),
+                       kernels=[dict(name=e.key[:120], share=round(getattr(e, key) / total, 4), calls=int(e.count) // steps)
+                                for e in top])
+        except Exception as e:
+            out["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        self.res["checks"].append(out); self.save()
+        print("profile:", json.dumps({k: v for k, v in out.items() if k != "kernels"}), flush=True)
+        for r in out.get("kernels", [])[:12]: print(f"  {r['share']:6.1%}  x{r['calls']:<4} {r['name']}", flush=True)
 
     # ---- checks
     def check_separate(self, method, k):
@@ -334,6 +364,9 @@ def main(argv=None) -> int:
     ap.add_argument("--check-steps", type=int, default=30)
     ap.add_argument("--budget", type=float, default=420, help="seconds; rows left when it is spent are skipped")
     ap.add_argument("--adopted", action="store_true", help="only the checks and the engine's rows (both convs)")
+    ap.add_argument("--beyond", action="store_true", help="the next questions: where the engine's step spends its device "
+                    "time (profile), and the combinations not measured yet (compiled channels-last at batch 256, "
+                    "max-autotune, the engine at larger batches)")
     ap.add_argument("--out", default=None, help="the JSON (default results/bench_engine_variants-<device>.json)")
     a = ap.parse_args(argv)
     dev = torch.device(a.device)
@@ -349,6 +382,15 @@ def main(argv=None) -> int:
         for k in ks[:2]: b.vmap_rows("beta_vae", k, parts=False)
         for k in ks[:2]: b.vmap_rows("factor_vae", k, parts=False)
         b.check_separate("factor_vae", min(ks[0], 4))
+        b.save(); print(f"written: {a.out} ({b.res['seconds']} s)")
+        return 0
+    if a.beyond:
+        k0 = ks[0]
+        b.profile("beta_vae", k0); b.profile("factor_vae", k0)
+        b.vmap_batch_rows("beta_vae", k0, 4 * a.batch, "grouped")
+        b.vmap_batch_rows("beta_vae", ks[1] if len(ks) > 1 else k0, 2 * a.batch, "grouped")
+        b.grouped_row(k0, cl=True, comp=True, batch=4 * a.batch)
+        b.grouped_row(k0, cl=True, comp="max-autotune-no-cudagraphs")
         b.save(); print(f"written: {a.out} ({b.res['seconds']} s)")
         return 0
     b.check_grouped(min(ks[0], 8))
