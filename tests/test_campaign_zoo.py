@@ -93,3 +93,16 @@ def test_the_documented_commands_run_as_written(tmp_path):
     r = run("--stage", "zoo-nope")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown stage" in r.stderr
     assert "python3 -m disentbook campaign --list" in (ROOT / "docs" / "long-runs.md").read_text()
+
+
+def test_the_index_of_the_shipped_models_is_generated_from_their_cards(tmp_path):
+    "reports/pretrained/README.md is what `campaign.models.write_index` makes of the package's cards (the commentary kept)."
+    import shutil
+    from disentbook.campaign.models import FIGURES, write_index
+    from disentbook.classroom.pretrained import PRETRAINED_DIR
+    committed = ROOT / FIGURES / "README.md"
+    (tmp_path / FIGURES).mkdir(parents=True)
+    shutil.copy(committed, tmp_path / FIGURES / "README.md")
+    assert write_index(tmp_path, PRETRAINED_DIR).read_text() == committed.read_text(), \
+        ("regenerate it: python3 -c \"from disentbook.campaign.models import write_index; from "
+         "disentbook.classroom.pretrained import PRETRAINED_DIR; write_index('.', PRETRAINED_DIR)\"")

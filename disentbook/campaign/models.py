@@ -14,7 +14,7 @@ from .ledger import CampaignError
 from . import zoo
 
 # %% auto #0
-__all__ = ['FIGURES', 'FACTORS', 'KEEP', 'traversal_figure', 'ship', 'shipped_from_zoo']
+__all__ = ['FIGURES', 'FACTORS', 'KEEP', 'END', 'traversal_figure', 'ship', 'shipped_from_zoo', 'index_row', 'write_index']
 
 # %% ../../nbs/89g_campaign_models.ipynb #1eed96af
 FIGURES = Path("reports") / "pretrained"
@@ -107,3 +107,50 @@ def shipped_from_zoo(name: str, dest: Path) -> bool:
     f = Path(dest) / f"{name}.json"
     try: return json.loads(f.read_text()).get("command") == f"python3 -m disentbook campaign --stage zoo-{name}"
     except (OSError, ValueError): return False
+
+# %% ../../nbs/89g_campaign_models.ipynb #02860de9
+END = "<!-- generated:end -->"
+
+def _link(path: str, here: Path = FIGURES) -> str:
+    "A link from `here` (a folder of the checkout) to the checkout path `path`."
+    import os
+    return Path(os.path.relpath(path, here)).as_posix()
+
+def index_row(card: dict) -> str:
+    "One table row of a dSprites model's card."
+    L, zoo_card = card["train"]["steps"], str(card.get("command", "")).startswith("python3 -m disentbook campaign")
+    row = next((r for r in card.get("curve", []) if r.get("steps") == L), {})
+    gaps = " / ".join(f"{row[f'gap/{f}']:.2f}" if f"gap/{f}" in row else "—" for f in ("scale", "posX", "posY"))
+    params = ", ".join(f"{k} = {v:g}" if isinstance(v, (int, float)) else f"{k} = {v}" for k, v in card.get("params", {}).items())
+    rule = "over seeds (zoo)" if zoo_card else "one seed (former)"
+    figs = card.get("figures", {})
+    links = " | ".join(f"[{k}]({_link(figs[k])})" if figs.get(k) else "—" for k in ("curve", "traversals"))
+    cell = lambda v: f"{v:.3f}" if isinstance(v, (int, float)) else "—"
+    return (f"| `{card['name']}` | {card['method']}{f' ({params})' if params else ''} | {card['model'].get('hidden', '—')} | "
+            f"{L:,} | {card['train'].get('seed', 0)} | {cell(card.get('check', {}).get('mig'))} | {cell(row.get('mig'))} | "
+            f"{cell(row.get('factor_vae'))} | {gaps} | {row.get('active', '—')} | {rule} | {links} |")
+
+def write_index(root, dest: Path) -> Path:
+    "Write `reports/pretrained/README.md` under `root` from the dSprites cards in `dest`; returns its path."
+    cards = [json.loads(p.read_text()) for p in sorted(Path(dest).glob("*.json"))]
+    cards = sorted((c for c in cards if c.get("dataset") == "dsprites" and "train" in c),
+                   key=lambda c: -float(c.get("check", {}).get("mig") or 0))
+    out = Path(root) / FIGURES / "README.md"
+    kept = out.read_text().split(END, 1)[1] if out.is_file() and END in out.read_text() else "\n"
+    lines = ["# The shipped dSprites models", "",
+             "Generated from the models' cards (`disentbook/assets/pretrained/*.json`) by `campaign.models.write_index`. "
+             "Each model trained on procedurally rendered dSprites (batch 64); its length was chosen on its learning "
+             "curve's images, so it is measured again on 10,000 other fresh images that chose nothing: the MIG to quote. "
+             "A zoo model's length and seed were chosen over seeds by the declared rule (its card lists every seed); a "
+             "model marked *former* was chosen from one seed's curve and is replaced when its zoo recipe finishes "
+             "(`python3 -m disentbook campaign --list`).", "",
+             "| model | method | FC width | steps | seed | MIG, other images | MIG, curve's images | FactorVAE score | "
+             "gap of scale / x / y | active latents | length chosen | curve | traversals |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+             *(index_row(c) for c in cards), ""]
+    why = [f"`{c['name']}`: {c['length']}." for c in cards if c.get("length")]
+    if why: lines += ["Why each length: " + " ".join(why), ""]
+    lines += [f"`{c['name']}`: {c['selection']}." for c in cards if c.get("selection")]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines).rstrip("\n") + "\n\n" + END + kept)
+    return out

@@ -61,6 +61,7 @@ def _models_stage(root, clock: Clock, say) -> str:
         if models.shipped_from_zoo(n, dest): continue
         clock.wait_while_paused()
         models.ship(root, n, dest, say)
+        models.write_index(root, dest)
     return "ok" if len(done) == len(zoo.RECIPES) else "partial"
 
 def _zoo_stage(root, name: str, clock: Clock, say) -> str:
