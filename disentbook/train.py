@@ -17,19 +17,13 @@ import sys
 from . import core
 from .core import ConfigMismatchError, InputError, NonFiniteLossError
 from .objectives.base import Objective, make_objective
-# the checkpoint format (module `checkpoints`), re-exported: `train.load_model` and friends keep working
-from .checkpoints import (FORMAT_VERSION, READABLE_FORMATS, CheckpointNotFoundError, clean_run_dir, load_checkpoint,
-                                    load_model, read_checkpoint_config, state_path, write_checkpoint, json_config,
-                                    default_builder)
-_all_ = ["FORMAT_VERSION", "READABLE_FORMATS", "CheckpointNotFoundError", "clean_run_dir", "load_checkpoint", "load_model",
-         "read_checkpoint_config", "state_path", "write_checkpoint"]
+from .checkpoints import (FORMAT_VERSION, clean_run_dir, default_builder, json_config, load_checkpoint,
+                                    read_checkpoint_config, write_checkpoint)
 
 
 # %% auto #0
 __all__ = ['PRECISION_CHOICES', 'cpu_native_bf16', 'TrainConfig', 'detached', 'precision_flags', 'resolve_precision',
-           'monitor_names', 'Trainer', 'check_batch', 'model_spec', 'FORMAT_VERSION', 'READABLE_FORMATS',
-           'CheckpointNotFoundError', 'clean_run_dir', 'load_checkpoint', 'load_model', 'read_checkpoint_config',
-           'state_path', 'write_checkpoint']
+           'monitor_names', 'Trainer', 'check_batch', 'model_spec']
 
 # %% ../nbs/04_train.ipynb #c679a00a
 def _integer(v, lo: int):
