@@ -13,25 +13,14 @@ import torch
 from .objectives.base import make_objective
 from .train import PRECISION_CHOICES
 from .checkpoints import load_model, read_checkpoint_config
-# the jobs behind `train` and `evaluate` (module `jobs`), re-exported: `disentbook.cli.train_job` is what a card's command runs
-from .jobs import (DEFAULT_BATCH_SIZE, DEFAULT_LR, GROUND_TRUTH_METRICS, LOCK_NAME, RUN_FILES, TRAINING_SETS,
-                             TrainingSet, build_dataset, build_model_for, check_method_dataset, clear_run, image_shape,
-                             make_sampler, metrics_table, probe_features, refuse_existing, resolve_device, run_contents,
-                             run_lock, run_metrics, train_job)
-_all_ = ["DEFAULT_BATCH_SIZE", "DEFAULT_LR", "GROUND_TRUTH_METRICS", "LOCK_NAME", "RUN_FILES", "TRAINING_SETS", "TrainingSet",
-         "build_dataset", "build_model_for", "check_method_dataset", "clear_run", "image_shape", "make_sampler",
-         "metrics_table", "probe_features", "refuse_existing", "resolve_device", "run_contents", "run_lock", "run_metrics",
-         "train_job"]
+from .jobs import (DEFAULT_BATCH_SIZE, DEFAULT_LR, LOCK_NAME, TRAINING_SETS, build_dataset, metrics_table,
+                             probe_features, refuse_existing, resolve_device, run_contents, run_lock, run_metrics, train_job)
 
 
 # %% auto #0
 __all__ = ['CLAIMS_START', 'CLAIMS_END', 'CLAIMS_PAGE', 'PROCEDURAL', 'parse_params', 'int_at_least', 'positive_float',
            'cmd_reproduce', 'cmd_claims', 'cmd_methods', 'cmd_pretrained', 'cmd_data', 'cmd_train', 'cmd_evaluate',
-           'cmd_student_edition', 'cmd_campaign', 'build_parser', 'main', 'DEFAULT_BATCH_SIZE', 'DEFAULT_LR',
-           'GROUND_TRUTH_METRICS', 'LOCK_NAME', 'RUN_FILES', 'TRAINING_SETS', 'TrainingSet', 'build_dataset',
-           'build_model_for', 'check_method_dataset', 'clear_run', 'image_shape', 'make_sampler', 'metrics_table',
-           'probe_features', 'refuse_existing', 'resolve_device', 'run_contents', 'run_lock', 'run_metrics',
-           'train_job']
+           'cmd_student_edition', 'cmd_campaign', 'build_parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #37a9b090
 def parse_params(items: list[str] | None) -> dict:

@@ -208,3 +208,28 @@ def test_the_reexport_scan_sees_one(tmp_path, monkeypatch):
     fake_package(tmp_path, monkeypatch, {"a.py": "x = 1\n", "b.py": "from .a import x\n",
                                          "c.py": "from .b import x\nfrom .a import x as y\n"})
     assert reexports() == ["c: from b import x (it comes from a)"]
+
+
+def listed_imports(mods: dict | None = None) -> list[str]:
+    "Names a package module lists in `__all__` but imports from another module (a re-export offered to `import *`)."
+    mods = mods if mods is not None else modules()
+    out = []
+    for name, f in mods.items():
+        if f.name == "__init__.py": continue
+        tree = ast.parse(f.read_text())
+        imported = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+        listed = [n.value for node in tree.body if isinstance(node, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                  for n in getattr(node.value, "elts", []) if isinstance(n, ast.Constant)]
+        out += [f"{name}: {n}" for n in listed if n in imported]
+    return out
+
+
+def test_no_module_lists_what_it_imports():
+    "A module's `__all__` holds what it defines: no name imported from another module offered again."
+    assert not listed_imports(), listed_imports()
+
+
+def test_the_listed_import_scan_sees_what_it_looks_for(tmp_path, monkeypatch):
+    fake_package(tmp_path, monkeypatch, {"a.py": "y = 2\n", "b.py": "from .a import y\n__all__ = ['y', 'z']\nz = 3\n"})
+    assert listed_imports() == ["b: y"]

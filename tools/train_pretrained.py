@@ -5,7 +5,7 @@
     python3 tools/train_pretrained.py --package-only  # reuse the runs, rewrite the weights and cards
     python3 tools/train_pretrained.py srb_vae --from-run reports/refvae-cpu-former/runs/MNIST/srb_vae/seed0   # ship a reproduction's run
 
-Each model is trained by `disentbook.cli.train_job`, exactly what the `disentbook train` command in its card runs (a
+Each model is trained by `disentbook.jobs.train_job`, exactly what the `disentbook train` command in its card runs (a
 recipe in `FROM_RUN` ships a finished reproduction run instead, and its card gives that reproduction's command), then stored as an fp16 `state_dict` (`NAME.pt`) beside a JSON card (`NAME.json`): model config, the command, steps,
 seconds, device, the sha256 of the weights, and its metrics on the fixed evaluation set of
 `classroom.pretrained.EVALUATIONS`, measured on the fp16 weights loaded back as float32 (what `pretrained(name)`

@@ -12,19 +12,12 @@ import torch
 from ..core import InputError, check_images
 from ..eval.viz import new_figure, image_grid, kl_per_dim, traversal_images
 from .panel import Panel, figure_png, png_bytes
-# the exercise checks (module `classroom.checks`), re-exported: `from disentbook.classroom.widgets import check` keeps working
-from .checks import (ATTEMPTS, FORMULA_AFTER, RESULTS, CheckButton, ExerciseCheck, check, check_button,
-                                        feedback_html, solved)
-_all_ = ["png_bytes", "figure_png", "feedback_html", "CheckButton", "check_button", "FORMULA_AFTER", "ATTEMPTS", "RESULTS",
-         "solved", "ExerciseCheck", "check"]
 
 
 # %% auto #0
 __all__ = ['latent_order', 'decode_latent', 'kl_2d_gaussian', 'gaussian_kl_figure', 'latent_blocks', 'check_blocks',
            'LatentExplorer', 'traversal_grid', 'TraversalViewer', 'traversal_viewer', 'render_value',
-           'ParameterExplorer', 'parameter_explorer', 'gaussian_kl_explorer', 'png_bytes', 'figure_png',
-           'feedback_html', 'CheckButton', 'check_button', 'FORMULA_AFTER', 'ATTEMPTS', 'RESULTS', 'solved',
-           'ExerciseCheck', 'check']
+           'ParameterExplorer', 'parameter_explorer', 'gaussian_kl_explorer']
 
 # %% ../../nbs/07_widgets.ipynb #60d3ae55
 @torch.no_grad()
