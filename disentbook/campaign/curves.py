@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .lengths import LengthRule, choose_length, complete_lengths, curve_done
+from .lengths import choose_length, complete_lengths, curve_done
 from .ledger import CampaignError, Clock, write_json_atomic
 
 # %% auto #0

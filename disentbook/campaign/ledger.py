@@ -4,7 +4,7 @@
 
 # %% ../../nbs/89b_campaign_ledger.ipynb #5e129aed
 from __future__ import annotations
-import datetime, json, os, platform, re, time
+import json, os, platform, re, time
 from pathlib import Path
 
 from ..core import DisentbookError

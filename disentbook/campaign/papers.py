@@ -4,7 +4,7 @@
 
 # %% ../../nbs/89e_campaign_papers.ipynb #ff762220
 from __future__ import annotations
-import json, shutil, time
+import json, time
 from pathlib import Path
 
 import numpy as np

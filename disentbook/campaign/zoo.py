@@ -4,12 +4,12 @@
 
 # %% ../../nbs/89d_campaign_zoo.ipynb #9514428a
 from __future__ import annotations
-import dataclasses, json, math, shutil, time
+import dataclasses, json, shutil, time
 from pathlib import Path
 
 import numpy as np
 
-from .curves import Subject, read_curve, train_curves, train_seeds
+from .curves import Subject
 from .lengths import LengthRule
 from .ledger import WORK, CampaignError, Clock
 

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/07a_pretrained.ipynb #e4f50576
 from __future__ import annotations
-import io, json
+import json
 from pathlib import Path
 
 import numpy as np

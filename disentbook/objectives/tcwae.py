@@ -14,7 +14,7 @@ from ..checking import Case, CheckResult, check_function
 from ..nets import bernoulli_nll, l1_cost, l2sq_cost
 from .base import Param, register_objective
 from .density_ratio import DensityRatio, density_ratio_terms, log_ratio
-from .vae import ELBOObjective, gaussian_kl
+from .vae import ELBOObjective
 
 # %% auto #0
 __all__ = ['LOG2PI', 'ESTIMATORS', 'IMQ_SCALES', 'COSTS', 'DISC_OPTIM', 'TCWAE_PAPER', 'MWS_HINT', 'IMQ_HINT', 'PERMUTE_HINT',

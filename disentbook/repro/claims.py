@@ -15,9 +15,9 @@ __all__ = ['SCALE_ORDER', 'POWER_SIMS', 'parse_tolerance', 'band', 'parse_part',
            'claim_power', 'judge_claim']
 
 # %% ../../nbs/08d_claims.ipynb #208e9398
-from .verdicts import (ALPHA, BOUNDS, HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, RULE_TEXT, Gate,
-                                       all_of, any_of, band_test, compare, holm, learned_rows, most_needed, paper_seeds, partial_conjunction, power, power_at_least, seed_stats, degenerate_cell,
-                                       verdict, welch, within, NO_SPREAD)
+from .verdicts import (ALPHA, BOUNDS, HOLDS, FAILS, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, all_of,
+                                       any_of, band_test, holm, most_needed, partial_conjunction, power, seed_stats,
+                                       degenerate_cell, verdict, welch, NO_SPREAD)
 SCALE_ORDER = ("smoke", "quick", "cpu", "gpu", "paper")
 
 # %% ../../nbs/08d_claims.ipynb #e67b5b63

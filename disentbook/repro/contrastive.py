@@ -4,21 +4,13 @@
 
 # %% ../../nbs/52_contrastive_reproduction.ipynb #0221db43
 from __future__ import annotations
-import math
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 
-from ..core import InputError, make_generator, to_float_images, to_numpy
-from ..data.affectnet import load_affectnet
-from ..data.base import LabelledImages
-from ..data.celeba import celeba_glasses_hats
-from ..data.grassy import ContrastiveData, make_grassy_mnist
-from ..data.samplers import TargetBackgroundSampler
-from ..eval.protocols import chance_level, clustering_scores, reconstruction_error_per_pixel, tsne_embedding
+from ..core import InputError, to_numpy
+from ..eval.protocols import tsne_embedding
 from ..eval.viz import image_grid
-from ..objectives.contrastive import ContrastiveVAE, w2_loss
 from .claims import Claim
 from .declare import Metric, Paper, Table, cpu_scale
 from .harness import register_reproduction

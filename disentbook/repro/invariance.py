@@ -4,28 +4,23 @@
 
 # %% ../../nbs/71_invariance_reproduction.ipynb #c6f48f65
 from __future__ import annotations
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 
-from ..core import DataNotFoundError, make_generator, to_numpy
-from ..data.colored_mnist import PALETTES, ColoredMNIST, PairSampler, class_labels, group_ids
+from ..core import make_generator
+from ..data.colored_mnist import PALETTES, PairSampler
 from ..data.shapes3d import Shapes3D, SHAPES3D_VALUES
-from ..data.mpi3d import MPI3D, mpi3d_path
-from ..eval.protocols import group_accuracy
-from ..eval.scores import encode_means
-from ..nets import VAE
+from ..data.mpi3d import MPI3D
 from ..objectives import invariance as inv
 from ..train import model_spec
 from .claims import Claim
 from .declare import Metric, Paper, Table, cpu_scale
-from .figures import library_scores
 from .harness import register_reproduction
 from .reference import untrained_gate
 from .verdicts import Gate
-from .invariance_eval import (ANGLE_TAGS, MPI3D_TRAIN, SHAPES3D_TRAIN, evaluate_invariance, invariance_model, invariance_sampler,
-                                              load_invariance_data, shift_names)  # data, model, sampler, evaluation
+from .invariance_eval import (ANGLE_TAGS, MPI3D_TRAIN, SHAPES3D_TRAIN, evaluate_invariance,
+                                              invariance_model, invariance_sampler, load_invariance_data)
 
 # %% auto #0
 __all__ = ['TABLE1_ROWS', 'SHAPES3D_OBJECTIVE', 'MPI3D_OBJECTIVE', 'WORST_RES', 'ACC', 'RC', 'DIS', 'INVARIANCE_TABLES',

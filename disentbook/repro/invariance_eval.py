@@ -15,7 +15,6 @@ from ..data.mpi3d import MPI3D, mpi3d_path
 from ..eval.protocols import group_accuracy
 from ..eval.scores import encode_means
 from ..nets import VAE
-from ..objectives import invariance as inv
 from .figures import library_scores
 
 # %% auto #0

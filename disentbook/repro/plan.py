@@ -16,7 +16,7 @@ from ..objectives.base import make_objective
 from .declare import PAPERS, curve_lengths, scale_config, scale_seeds
 from .figures import Context
 from .harness import reproduction_jobs
-from .runs import MODES, default_model, group_jobs, load_data, run_cfg, train_config
+from .runs import MODES, group_jobs, load_data, run_cfg, train_config
 
 # %% auto #0
 __all__ = ['ISSUE_ANCHOR', 'THROUGHPUT_FILE', 'ANCHORS', 'PACKAGED_THROUGHPUT', 'GPU_BUDGET_MINUTES', 'GPU_SHARES',

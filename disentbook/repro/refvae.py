@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from ..core import InputError, as_codes, make_generator, to_numpy
+from ..core import InputError, make_generator, to_numpy
 from ..data.digit_style import STYLE_NAMES, ReferenceSampler, affectnet_reference, make_digit_style
-from ..data.affectnet import AFFECTNET_EXPRESSIONS, load_affectnet
+from ..data.affectnet import load_affectnet
 from ..nets import VAE
 from ..objectives.base import OBJECTIVES
 from ..objectives.refvae import RefVAE, decoder_sensitivity

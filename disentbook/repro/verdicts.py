@@ -4,7 +4,7 @@
 
 # %% ../../nbs/08a_verdicts.ipynb #553aa47a
 from __future__ import annotations
-import dataclasses, math, re
+import dataclasses, math
 
 import numpy as np
 from scipy import stats
