@@ -47,7 +47,7 @@ REPRODUCTIONS = {
                                           why="the paper's Bernoulli likelihood, at the length its curves over seeds chose"),
 }
 
-# the `gpu` scales, one GPU call after another (`--stage gpu-PAPER --budget 9m` on a GPU machine, then `--pack`; here
+# the `gpu` scales, one GPU call after another (`--stage gpu-PAPER --budget 8m` on a GPU machine, then `--pack`; here
 # `--unpack`): a call's finished runs stay, a run cut at the call's limit goes on from its checkpoint; the gates'
 # references (untrained networks, raw pixels: CPU work) are measured by `--unpack` once the stage is done; a group that
 # cannot be captured trains eagerly (invariance's VFAE), as its plan says, its mode in each run's eval.json
@@ -142,7 +142,7 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     r = declared(name, reproductions)
     if r.device.startswith("cuda") and not torch.cuda.is_available():
         raise CampaignError(f"{name} trains on a CUDA GPU and none is visible here: run it on a GPU machine "
-                            f"(--stage {name} --budget 9m, then --pack DIR), and --unpack DIR here")
+                            f"(--stage {name} --budget 8m, then --pack DIR), and --unpack DIR here")
     check_length(r, lengths_file)
     out = r.folder(root)
     claim_folder(r, out, say)
