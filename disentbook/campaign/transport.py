@@ -66,6 +66,9 @@ def pack(root, dest, names: list[str] | None = None, max_files: int = MAX_FILES,
         for p in sorted(set(keep)): t.add(p, arcname=p.relative_to(root).as_posix(), recursive=False)
     data = buf.getvalue()
     parts = [data[i:i + max_file] for i in range(0, len(data), max_file)] or [b""]
+    if len(parts) > max_files - 1 or len(data) > max_total - 2**16:          # tar's headers: many small files
+        raise CampaignError(f"the pack would take {len(data) / 2**20:.1f} MiB in {len(parts)} parts; at most "
+                            f"{max_total / 2**20:.0f} MiB in {max_files - 1} parts travel: pack fewer stages at a time")
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob(f"{STREAM}.*"): old.unlink()
     names_out = [f"{STREAM}.{i:03d}" for i in range(len(parts))]
