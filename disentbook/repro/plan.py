@@ -279,9 +279,9 @@ def plan_text(p: dict) -> str:
         L.append(f"length: {p['length']['steps']:,} steps ({p['length']['why']}; the scale's own plan was "
                  f"{p['length']['planned']:,})")
     if p["budget_minutes"] is not None:
-        L.append(f"budget: {p['budget_minutes']:g} minutes on one H100 "
+        L.append(f"budget: {p['budget_minutes']:g} minutes of the table's GPU "
                  + (f"({p['paper']}'s share of the five papers' {GPU_BUDGET_MINUTES:g} minutes on one GPU)"
-                    if p["paper"] in GPU_SHARES else "(one stage of the GPU campaign)")
+                    if p["paper"] in GPU_SHARES else "(one GPU call)")
                  + (": within it" if p["minutes"] <= p["budget_minutes"] else
                     ": OVER, because the length above asks for it (the learning curves' or the paper's): the budget gives, not the length"
                     if planned_minutes(p) <= p["budget_minutes"] else ": OVER"))
