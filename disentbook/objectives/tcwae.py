@@ -41,7 +41,7 @@ def gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor
 def elbo_surgery_discrete(q_zn: torch.Tensor, prior_marginals: list[torch.Tensor]) -> dict:
     """Exact ELBO-surgery terms for an enumerable model: `q_zn (N, K1, ..., KD)` holds q(z | n) (each slice sums to 1,
     p(n) = 1/N), `prior_marginals` the D factors of p(z). Returns avg_kl, mi, marginal_kl, tc, dwkl (nats)."""
-    N, D = q_zn.shape[0], q_zn.ndim - 1
+    D = q_zn.ndim - 1
     if len(prior_marginals) != D or any(len(p) != s for p, s in zip(prior_marginals, q_zn.shape[1:])):
         raise InputError(f"prior_marginals: expected {D} vectors of lengths {tuple(q_zn.shape[1:])}, got "
                          f"{[tuple(p.shape) for p in prior_marginals]}")

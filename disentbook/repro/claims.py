@@ -178,7 +178,7 @@ def judge_part(part: dict, results: dict, paper: dict | None = None, alpha: floa
         if xs is None or ys is None:
             return base | dict(verdict=NOT_CHECKED, numbers="not checked: a value <= 0 of a ratio compared on the log scale")
     qx, qy = _quantifier(X, True), _quantifier(Y, False)
-    PH, PF, PW, pairs = [], [], [], []
+    PH, pairs = [], []
     for lx, vx, ex, px, sx, gx, rx in xs:
         ph, pf, pw = [], [], []
         for ly, vy, ey, py, sy, gy, ry in ys:
