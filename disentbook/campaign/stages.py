@@ -39,7 +39,7 @@ def stages() -> dict:
         what = (f"{p}'s headline rows, curves over seeds {', '.join(map(str, papers.CURVE_SEEDS))} of {key} "
                 f"({'higher' if sign > 0 else 'lower'} is better) until the length rule holds; the cpu scale's length")
         out[f"curves-{p}-seeds"] = (what, (lambda q: lambda root, clock, say: papers.stage_curves(root, q, clock, say))(p))
-    for name, r in {**reproductions.REPRODUCTIONS, **reproductions.GPU_REPRODUCTIONS}.items():
+    for name, r in reproductions.all_reproductions().items():
         what = f"disentbook reproduce {r.paper} --scale {r.scale} into reports/{r.folder('.').name}: {r.why}"
         out[name] = (what, (lambda n: lambda root, clock, say: reproductions.stage_reproduce(root, n, clock, say))(name))
     out["zoo-models"] = ("the zoo recipes whose stage is done, shipped into the package (campaign.models.ship): the seed the "
@@ -61,7 +61,7 @@ def _models_stage(root, clock: Clock, say) -> str:
         if models.shipped_from_zoo(n, dest): continue
         clock.wait_while_paused()
         models.ship(root, n, dest, say)
-        models.write_index(root, dest)
+    if done: models.write_index(root, dest)
     return "ok" if len(done) == len(zoo.RECIPES) else "partial"
 
 def _zoo_stage(root, name: str, clock: Clock, say) -> str:
@@ -71,14 +71,14 @@ def _zoo_stage(root, name: str, clock: Clock, say) -> str:
 
 def subjects(stage: str) -> list:
     "The curve subjects a stage follows."
-    if stage == "zoo-models" or stage in reproductions.REPRODUCTIONS or stage in reproductions.GPU_REPRODUCTIONS: return []
+    if stage == "zoo-models" or stage in reproductions.all_reproductions(): return []
     if stage.startswith("zoo-"): return [zoo.ZooRecipe(stage[4:])]
     p = stage[len("curves-"):-len("-seeds")]
     return [papers.PaperRow(p, s) for s in papers.headline(p)[1]]
 
 def progress(root, stage: str) -> str:
     "A few words on how far a stage is (its curve seeds and lengths, the chosen length; a reproduction's runs)."
-    if stage in reproductions.REPRODUCTIONS or stage in reproductions.GPU_REPRODUCTIONS: return reproductions.progress(root, stage)
+    if stage in reproductions.all_reproductions(): return reproductions.progress(root, stage)
     subs, out = subjects(stage), []
     for subj in subs:
         c = read_curve(root, subj)
@@ -120,13 +120,6 @@ def run_next(root, clock: Clock, say=print) -> list[tuple[str, str]]:
     return done
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7be49727
-def _checkpoint_files(ck: Path) -> tuple[list[Path], float]:
-    from disentbook.core import DisentbookError
-    from disentbook.checkpoints import read_checkpoint_config
-    try: cfg = read_checkpoint_config(ck)
-    except (DisentbookError, OSError): return [], 0.0
-    return [ck / "config.json", ck / cfg["state_file"]], float(cfg.get("train_seconds") or 0.0)
-
 def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Path]]:
     "(paths to carry, checkpoints of unfinished runs left out by the budget)."
     root = Path(root)
@@ -139,7 +132,7 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
             if led.get(stage, {}).get("status") == "ok": continue
             rows = read_curve(root, z)["seeds"]
             for seed in (*z.curve_seeds, *z.more_seeds):
-                files, secs = _checkpoint_files(z.run_dir(root, seed) / "checkpoint")
+                files, secs = transport.checkpoint_files(z.run_dir(root, seed) / "checkpoint")
                 measured = max((r["steps"] for r in rows.get(str(seed), [])), default=0)
                 if files and secs >= CARRY_MIN_SECONDS and z.step_of(root, seed) > measured: live.append((secs, files))
     for name in reproductions.REPRODUCTIONS:
@@ -147,7 +140,7 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
         small, cks = reproductions.carried_files(root, name)
         keep += small
         for ck in cks:
-            files, secs = _checkpoint_files(ck)
+            files, secs = transport.checkpoint_files(ck)
             if files and secs >= CARRY_MIN_SECONDS: live.append((secs, files))
     left, total = [], 0
     for secs, files in sorted(live, key=lambda t: -t[0]):
@@ -182,7 +175,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     g.add_argument("--pause", action="store_true", help="make a running campaign wait before its next chunk")
     g.add_argument("--go-on", action="store_true", help="let a paused campaign go on")
     g.add_argument("--pack", metavar="DIR", help="on a GPU machine, after a gpu-PAPER stage: its report, finished runs and "
-                   "cut runs' checkpoints, in parts that one call may bring back (8 files, 16 MiB each)")
+                   "cut runs' checkpoints, in parts that one job may bring back (8 files, 16 MiB each)")
     g.add_argument("--unpack", metavar="DIR", help="put a --pack's parts into this checkout (a finished stage's references "
                    "are measured here)")
     g.add_argument("--carry", action="store_true", help="put the curves and the checkpoints of runs still training in "
