@@ -59,7 +59,8 @@ def main(argv=None):
         if not a.materialize: ap.error("--train-steps needs --materialize")
         from disentbook.data.samplers import SingleSampler
         from disentbook.nets import VAE
-        from disentbook.train import TrainConfig, Trainer
+        from disentbook.training.config import TrainConfig
+        from disentbook.training.trainer import Trainer
         from disentbook.objectives.vae import BetaVAE
         tr = Trainer(VAE(), BetaVAE(4.0), SingleSampler(ds, device=a.device),
                      TrainConfig(steps=a.train_steps, batch_size=64, device=a.device, log_every=50, progress=False))

@@ -42,10 +42,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from disentbook.data.dsprites import DSprites  # noqa: E402
-from disentbook.ensemble import Ensemble, build_run  # noqa: E402
+from disentbook.training.ensemble import Ensemble  # noqa: E402
+from disentbook.training.run import build_run
 from disentbook.repro.declare import PAPERS  # noqa: E402
 from disentbook.repro.runs import default_model, sampler_fn  # noqa: E402
-from disentbook.train import TrainConfig, precision_flags  # noqa: E402
+from disentbook.training.config import TrainConfig, precision_flags  # noqa: E402
 
 METHODS = {"beta_vae": dict(beta=4.0), "factor_vae": dict(gamma=35.0)}
 

@@ -16,9 +16,9 @@ sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "benchmarks"))
 import torch
 
 import bench_gpu as BG
-from disentbook import engine
+
 from disentbook.core import cpu_name
-from disentbook.ensemble import Ensemble
+from disentbook.training.ensemble import Ensemble
 
 
 def measure(b, dev, k: int, rng: str, reps: int) -> dict:

@@ -11,7 +11,7 @@ What it measures, each as aggregate images/s (median of `--repeats` timed window
   the harness builds (`repro.harness.default_model`: conv64 VAE, Bernoulli decoder, 10 latents), batch 64 per model;
 - two methods: beta-VAE (beta = 4) and FactorVAE (gamma = 35, its MLP discriminator trained by its own Adam);
 - four modes: a bare eager PyTorch loop (beta-VAE only: the reference the ratios divide by), the `Trainer`'s eager
-  step (what `runner='local'` runs), the captured single model (`engine.CapturedStep`) and vmapped, captured ensembles
+  step (what `runner='local'` runs), the captured single model (`CapturedStep`) and vmapped, captured ensembles
   of K members (`Ensemble`, K = `--ks`);
 - two precisions, each compared only with itself: strict fp32 (TF32 off for matmuls and convolutions, forward and
   backward) and bf16 autocast (the harness's default on CUDA);
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))                      # the checkout's disentbook, installed or not
 
 import disentbook  # noqa: E402,F401  (registers everything)
-from disentbook import engine  # noqa: E402
+from disentbook.training.captured import CapturedStep
 from disentbook.core import default_device, make_generator, to_float_images  # noqa: E402
 from disentbook.data.dsprites import DSprites  # noqa: E402
 from disentbook.data.samplers import SingleSampler  # noqa: E402
@@ -46,8 +46,9 @@ from disentbook.objectives.vae import gaussian_kl  # noqa: E402
 from disentbook.repro.declare import PAPERS  # noqa: E402
 from disentbook.repro.runs import default_model, group_jobs, member_job, sampler_fn, setup_job, train_data  # noqa: E402
 from disentbook.repro import plan as P  # noqa: E402
-from disentbook.train import TrainConfig  # noqa: E402
-from disentbook.ensemble import Ensemble, build_run
+from disentbook.training.config import TrainConfig  # noqa: E402
+from disentbook.training.ensemble import Ensemble
+from disentbook.training.run import build_run
 
 METHODS = {"beta_vae": dict(beta=4.0), "factor_vae": dict(gamma=35.0)}
 TABLE = ROOT / "benchmarks" / "throughput.json"
@@ -55,8 +56,8 @@ TABLE = ROOT / "benchmarks" / "throughput.json"
 
 @contextlib.contextmanager
 def flags(precision: str, dev: torch.device):
-    "Strict fp32 (TF32 off) or bf16 for the whole step: `train.precision_flags` when the engine has it, else the same flags."
-    pf = getattr(__import__("disentbook.train", fromlist=["precision_flags"]), "precision_flags", None)
+    "Strict fp32 (TF32 off) or bf16 for the whole step: `training.config.precision_flags` when the engine has it, else the same flags."
+    pf = getattr(__import__("disentbook.training.config", fromlist=["precision_flags"]), "precision_flags", None)
     if pf is not None:
         with pf(precision, dev): yield
         return
@@ -155,7 +156,7 @@ class Bench:
             def make(eager=eager, member=member, mc=mc, data=data, conf=conf):
                 t = build_run(member, mc, sampler_fn(paper, data)(dev), conf, data=train_data(data), device=dev,
                                      resume=False)
-                return t if eager else engine.CapturedStep(t, capture=dev.type == "cuda", precision=precision)
+                return t if eager else CapturedStep(t, capture=dev.type == "cuda", precision=precision)
             r = self.row(member["objective"], "eager" if eager else "captured_single", 1, precision, make,
                          family=g["family"], batch=batch, paper=name)
             if g.get("host_stage"): r["host_stage"] = True                    # e.g. Eq. 8's exact OT plan before each step
@@ -290,7 +291,7 @@ def main(argv=None) -> int:
         for m in a.methods:
             rows.append(b.row(m, "eager", 1, prec, lambda: b.trainers(m, 1, prec)[0])); save()
             rows.append(b.row(m, "captured_single", 1, prec,
-                              lambda: engine.CapturedStep(b.trainers(m, 1, prec)[0], capture=cap, precision=prec))); save()
+                              lambda: CapturedStep(b.trainers(m, 1, prec)[0], capture=cap, precision=prec))); save()
             for k in a.ks:
                 rows.append(b.row(m, "captured_ensemble", k, prec,
                                   lambda: Ensemble(b.trainers(m, k, prec), capture=cap, precision=prec))); save()

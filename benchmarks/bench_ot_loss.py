@@ -17,7 +17,7 @@ from disentbook.objectives.contrastive import ContrastiveVAE, w2_loss
 from disentbook.core import default_device, make_generator
 from disentbook.data.base import LabelledImages
 from disentbook.data.samplers import TargetBackgroundSampler
-from disentbook.train import Trainer
+from disentbook.training.trainer import Trainer
 from disentbook.objectives.base import make_objective
 
 

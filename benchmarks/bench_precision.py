@@ -65,7 +65,7 @@ def run(method: str, precision: str, seed: int, steps: int = STEPS) -> dict:
         got = json.loads(done.read_text())
         if got.get("settings") == want: return got
     from disentbook.jobs import train_job
-    from disentbook.checkpoints import load_model
+    from disentbook.training.checkpoints import load_model
     t0 = time.perf_counter()
     r = train_job(method=method, dataset=dataset, params=params, steps=steps, batch_size=st["batch_size"], lr=st["lr"],
                   latent_dim=st["latent_dim"], z_dim=st["z_dim"], s_dim=st["s_dim"], hidden=st["hidden"], out_dir=out,

@@ -17,7 +17,8 @@ from disentbook.core import default_device, make_generator, to_float_images
 from disentbook.data.dsprites import DSprites
 from disentbook.data.samplers import SingleSampler
 from disentbook.nets import VAE
-from disentbook.train import TrainConfig, Trainer, resolve_precision
+from disentbook.training.config import TrainConfig, resolve_precision
+from disentbook.training.trainer import Trainer
 from disentbook.objectives.vae import BetaVAE, gaussian_kl
 
 

@@ -50,7 +50,8 @@ def train_one(r: dict) -> dict:
     from disentbook.objectives.base import make_objective
     from disentbook.repro import contrastive_eval as ce
     from disentbook.repro.contrastive import CONTRASTIVE_SCALES
-    from disentbook.train import Trainer, TrainConfig
+    from disentbook.training.config import TrainConfig
+    from disentbook.training.trainer import Trainer
     torch.set_num_threads(2)
     cfg = copy.deepcopy(CONTRASTIVE_SCALES["cpu"]); cfg["dataset"] = "L-MNIST"
     cfg["model"] = dict(hidden=cfg["model"]["hidden"], **LIKELIHOODS[r["likelihood"]])

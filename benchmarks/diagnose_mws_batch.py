@@ -77,7 +77,7 @@ def pilot(batch_64_checkpoint: Path, cpu_steps: int) -> dict:
     temporary folder), score it and the batch-64 run by the cpu evaluation."""
     from disentbook.campaign.papers import PaperRow
     from disentbook.repro.runs import build_trainer
-    from disentbook.checkpoints import load_model
+    from disentbook.training.checkpoints import load_model
     steps, row = cpu_steps * 64 // 256, PaperRow("tcwae", ROW)
     paper, spec = row.paper, row.spec
     with tempfile.TemporaryDirectory() as d:
@@ -96,7 +96,7 @@ def main(argv=None):
     import torch
     from disentbook.repro.declare import PAPERS, scale_config
     from disentbook.repro.runs import run_cfg
-    from disentbook.checkpoints import load_model
+    from disentbook.training.checkpoints import load_model
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", help="the batch-64 TCWAE-MWS checkpoint (default: the learning curve's at the cpu length)")
     p.add_argument("--pilot", action="store_true", help="also train the batch-256 pilot (about 10 minutes on 2 cores)")

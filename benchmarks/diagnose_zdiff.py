@@ -31,7 +31,7 @@ FACTORS = ("shape", "scale", "orientation", "x", "y")
 def diagnose_run(ckpt: Path, seed: int, data, zdiff: dict, images, factors, lambdas: dict | None) -> dict:
     "Per-factor Z-diff recall, per-factor MI with the best latents, and Cov[mu] of one trained run."
     import numpy as np
-    from disentbook.checkpoints import load_model
+    from disentbook.training.checkpoints import load_model
     from disentbook.eval import dipvae as dip
     from disentbook.eval.metrics import discretize, entropy, mutual_info
     from disentbook.eval.scores import encode_means

@@ -39,7 +39,8 @@ def sampler():
 def train(method: str, out_dir, steps: int = 40, ckpt_every: int = 2, seed: int = 0, ready=None):
     "Train `method` into `out_dir`, resuming from `out_dir/checkpoint` when there is one; returns the trainer."
     import torch
-    from disentbook.train import TrainConfig, Trainer
+    from disentbook.training.config import TrainConfig
+    from disentbook.training.trainer import Trainer
     torch.set_num_threads(1)
     out = Path(out_dir); ck = out / "checkpoint"
     model, objective = build(method, seed)
@@ -54,7 +55,7 @@ def train(method: str, out_dir, steps: int = 40, ckpt_every: int = 2, seed: int 
 
 def final_state(out_dir) -> dict:
     "The tensors that must match bit for bit: model, objective, optimizers (via the verified checkpoint), history."
-    from disentbook.checkpoints import load_checkpoint
+    from disentbook.training.checkpoints import load_checkpoint
     return load_checkpoint(Path(out_dir) / "checkpoint")["state"]
 
 def same_state(a: dict, b: dict) -> bool:
@@ -108,7 +109,7 @@ def run_to_end(method: str, out_dir, steps: int, ckpt_every: int) -> float:
 def inspect_run_dir(out_dir) -> str:
     "'none' (no checkpoint yet), 'ok' (loads and verifies) or 'BROKEN: ...'; notes leftovers of a save in progress."
     from disentbook.core import DisentbookError
-    from disentbook.checkpoints import load_checkpoint, read_checkpoint_config
+    from disentbook.training.checkpoints import load_checkpoint, read_checkpoint_config
     ck = Path(out_dir) / "checkpoint"
     if not (ck / "config.json").exists(): return "none"
     try: load_checkpoint(ck); read_checkpoint_config(ck)
@@ -147,7 +148,7 @@ def kill_campaign(method: str, n: int, steps: int, ckpt_every: int, work: Path, 
 def corruption_campaign(method: str, m: int, work: Path, rng: random.Random) -> dict:
     "Truncate / flip one bit of the reference checkpoint `m` times each: every load must be a CorruptFileError."
     from disentbook.core import CorruptFileError
-    from disentbook.checkpoints import load_checkpoint, read_checkpoint_config
+    from disentbook.training.checkpoints import load_checkpoint, read_checkpoint_config
     src = work / f"{method}-ref" / "checkpoint"
     name = read_checkpoint_config(src)["state_file"]
     c = dict(method=method, truncated=0, state_bit_flips=0, config_bit_flips=0, clear_errors=0, silent_loads=0,

@@ -11,8 +11,8 @@ from typing import Callable
 from .core import REPRODUCTIONS, SCALES, DisentbookError, InputError, make_generator, write_json
 import torch
 from .objectives.base import make_objective
-from .train import PRECISION_CHOICES
-from .checkpoints import load_model, read_checkpoint_config
+from .training.config import PRECISION_CHOICES
+from .training.checkpoints import load_model, read_checkpoint_config
 from .jobs import (DEFAULT_BATCH_SIZE, DEFAULT_LR, LOCK_NAME, TRAINING_SETS, build_dataset, metrics_table,
                              probe_features, refuse_existing, resolve_device, run_contents, run_lock, run_metrics, train_job)
 

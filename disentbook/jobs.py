@@ -105,8 +105,9 @@ from .nets import MODELS
 from .objectives.base import OBJECTIVES, SAMPLERS, check_params, default_dataset, make_objective
 from .data.digit_style import DigitStyle, ReferenceSampler, make_digit_style
 from .data.colored_mnist import ColoredMNIST, PairSampler
-from .train import TrainConfig, Trainer
-from .checkpoints import read_checkpoint_config
+from .training.config import TrainConfig
+from .training.trainer import Trainer
+from .training.checkpoints import read_checkpoint_config
 from .eval.viz import history_figure, reconstruction_figure, save_figure, traversal_figure
 
 @dataclasses.dataclass

@@ -23,7 +23,7 @@ _GROUPED = [False]
 @contextlib.contextmanager
 def grouped_member_convs(on: bool = True):
     """Within the block, `MemberConv2d` / `MemberConvTranspose2d` called under `vmap` run as one grouped, channels-last
-    convolution over the members (`ensemble.Ensemble` trains its members inside it); nothing changes outside `vmap`."""
+    convolution over the members (`training.ensemble.Ensemble` trains its members inside it); nothing changes outside `vmap`."""
     old, _GROUPED[0] = _GROUPED[0], bool(on)
     try: yield
     finally: _GROUPED[0] = old

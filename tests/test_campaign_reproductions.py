@@ -25,7 +25,7 @@ import os, sys
 import disentbook.campaign.reproductions as R
 from disentbook.cli import main
 from disentbook.repro.declare import PAPERS
-from disentbook.train import Trainer
+from disentbook.training.trainer import Trainer
 R.GPU_REPRODUCTIONS["gpu-vae"] = R.Reproduction("vae", scale="smoke", device="cpu", options=dict(references="later"),
                                                 why="a rehearsal")
 R.MARGIN, R.MIN_LEFT = 0.0, 0.0
@@ -92,7 +92,7 @@ def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_rep
     import shutil
     from disentbook.campaign.ledger import LEDGER, write_stage
     from disentbook.campaign.stages import CARRY_MIN_SECONDS, carry
-    from disentbook.checkpoints import write_checkpoint
+    from disentbook.training.checkpoints import write_checkpoint
     root = tmp_path / "repo"; root.mkdir()
     shutil.copy(ROOT / ".gitignore", root / ".gitignore")
     git = lambda *a: subprocess.run(["git", "-C", str(root), *a], check=True, capture_output=True, text=True).stdout

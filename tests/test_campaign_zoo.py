@@ -33,7 +33,7 @@ def step(run: Path) -> int:
 
 
 def weights(run: Path) -> dict:
-    from disentbook.checkpoints import load_model
+    from disentbook.training.checkpoints import load_model
     return load_model(run / "kept" / "step_30", device="cpu").state_dict()
 
 

@@ -13,7 +13,7 @@ from disentbook.data.base import LabelledImages
 from disentbook.data.samplers import TargetBackgroundSampler
 from disentbook.nets import build_model
 from disentbook.eval.protocols import w2_empirical, w2_gaussian
-from disentbook.train import Trainer
+from disentbook.training.trainer import Trainer
 from disentbook.objectives.base import make_objective
 
 SMALL = dict(z_dim=3, s_dim=2)

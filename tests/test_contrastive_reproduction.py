@@ -40,7 +40,8 @@ def test_the_gate_tells_an_untrained_model_from_a_trained_one():
     from disentbook.repro.contrastive_eval import reconstruction_errors
     from disentbook.repro.contrastive_eval import contrastive_data, contrastive_model
     from disentbook.repro.verdicts import learned_rows
-    from disentbook.train import TrainConfig, Trainer
+    from disentbook.training.config import TrainConfig
+    from disentbook.training.trainer import Trainer
     from disentbook.objectives.base import make_objective
     from disentbook.data.samplers import TargetBackgroundSampler
     # the gate's mechanics need a model that reconstructs in 300 steps on the smoke set's 100 targets: the former Gaussian

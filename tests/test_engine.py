@@ -6,14 +6,20 @@ import pytest
 import torch
 
 import disentbook  # noqa: F401  (registers every objective)
-from disentbook import engine
+from disentbook.training.captured import CapturedStep, CaptureError, GraphStep
+import disentbook.training.ensemble as ensemble_module
+import disentbook.training.fit as fit_module
+from disentbook.training.fit import fit_ensemble, fit_groups
+from disentbook.training.groups import ensemble_key
 from disentbook.core import ConfigMismatchError, InputError, NonFiniteLossError, make_generator
 from disentbook.data.base import LabelledImages
 from disentbook.data.samplers import SingleSampler
-from disentbook.train import Trainer, TrainConfig
-from disentbook.checkpoints import load_checkpoint, load_model, read_checkpoint_config
-from disentbook.capture import CaptureError, GraphStep, NotReplayableError, RandomReplay
-from disentbook.ensemble import Ensemble, build_run
+from disentbook.training.config import TrainConfig
+from disentbook.training.trainer import Trainer
+from disentbook.training.checkpoints import load_checkpoint, load_model, read_checkpoint_config
+from disentbook.training.replay import NotReplayableError, RandomReplay
+from disentbook.training.ensemble import Ensemble
+from disentbook.training.run import build_run
 from disentbook.objectives.base import make_objective
 from training_checks import assert_same_training
 
@@ -61,7 +67,7 @@ GRIDS = {
 @pytest.mark.parametrize("kind", list(GRIDS))
 def test_ensemble_equals_separate_runs_and_checkpoints_load_alone(kind, data, tmp_path):
     members = [m | dict(out_dir=tmp_path / f"m{k}") for k, m in enumerate(GRIDS[kind])]
-    res = engine.fit_ensemble(members, MODEL, data, cfg())
+    res = fit_ensemble(members, MODEL, data, cfg())
     for m, r in zip(members, res):
         alone = separate(m, data, cfg())
         assert r["status"] == "ok" and r["steps"] == 10 and r["mode"] == "eager"
@@ -83,8 +89,8 @@ def test_ensemble_equals_separate_runs_and_checkpoints_load_alone(kind, data, tm
 
 def test_ensemble_resumes_from_member_checkpoints(data, tmp_path):
     members = [m | dict(out_dir=tmp_path / f"m{k}") for k, m in enumerate(GRIDS["adversarial"][:2])]
-    engine.fit_ensemble(members, MODEL, data, cfg(steps=6, log_every=3))
-    res = engine.fit_ensemble(members, MODEL, data, cfg(steps=12, log_every=3))   # resumes at step 6
+    fit_ensemble(members, MODEL, data, cfg(steps=6, log_every=3))
+    res = fit_ensemble(members, MODEL, data, cfg(steps=12, log_every=3))   # resumes at step 6
     for m, r in zip(members, res):
         alone = separate(m, data, cfg(steps=12, log_every=3))
         assert_same_weights(r["trainer"].model, alone.model)
@@ -117,7 +123,7 @@ def test_captured_step_on_cpu_warns_once_and_equals_trainer(data):
     t = build_run(m, MODEL, SingleSampler(data, device="cpu"), cfg(), data=data)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        cs = engine.CapturedStep(t).fit()
+        cs = CapturedStep(t).fit()
     assert cs.mode == "eager" and len(w) == 1 and "CUDA graphs need a CUDA device" in str(w[0].message)
     alone = separate(m, data, cfg())
     assert_same_weights(t.model, alone.model); assert_same_weights(t.objective, alone.objective)
@@ -144,21 +150,21 @@ def test_members_that_cannot_share_an_ensemble(data):
     d = build_run({**GRIDS["mws"][1], "params": dict(beta=6.0, dataset_size=N_DATA, estimator="mss")}, MODEL, s, cfg(),
                          data=data)
     with pytest.raises(ConfigMismatchError, match="estimator"): Ensemble([c, d])
-    with pytest.raises(InputError, match="unknown key"): engine.fit_ensemble([dict(objective="vae", beta=2)], MODEL, data, cfg())
-    assert engine.ensemble_key(GRIDS["plain"][0]) == engine.ensemble_key(GRIDS["plain"][2])
-    assert engine.ensemble_key(GRIDS["plain"][0]) != engine.ensemble_key(GRIDS["adversarial"][0])
+    with pytest.raises(InputError, match="unknown key"): fit_ensemble([dict(objective="vae", beta=2)], MODEL, data, cfg())
+    assert ensemble_key(GRIDS["plain"][0]) == ensemble_key(GRIDS["plain"][2])
+    assert ensemble_key(GRIDS["plain"][0]) != ensemble_key(GRIDS["adversarial"][0])
 
 
 def test_fit_groups_keeps_order(data):
     runs = [GRIDS["plain"][0], GRIDS["mws"][0], GRIDS["plain"][1]]
-    res = engine.fit_groups(runs, MODEL, data, cfg(steps=4, log_every=2))
+    res = fit_groups(runs, MODEL, data, cfg(steps=4, log_every=2))
     assert [r["objective"] for r in res] == ["beta_vae", "beta_tcvae", "beta_vae"]
     assert [r["seed"] for r in res] == [0, 3, 1] and all(r["status"] == "ok" for r in res)
 
 
 def test_fast_rng_trains_and_differs_from_exact(data):
-    exact = engine.fit_ensemble(GRIDS["plain"][:2], MODEL, data, cfg(steps=4, log_every=2))
-    fast = engine.fit_ensemble(GRIDS["plain"][:2], MODEL, data, cfg(steps=4, log_every=2), rng="fast")
+    exact = fit_ensemble(GRIDS["plain"][:2], MODEL, data, cfg(steps=4, log_every=2))
+    fast = fit_ensemble(GRIDS["plain"][:2], MODEL, data, cfg(steps=4, log_every=2), rng="fast")
     assert all(r["status"] == "ok" for r in fast)
     assert not torch.allclose(torch.tensor(exact[1]["history"].values), torch.tensor(fast[1]["history"].values))
 
@@ -196,7 +202,7 @@ def test_captured_equals_eager_on_cuda(kind, precision, data):
     out = {}
     for capture in (False, True):
         t = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
-        out[capture] = engine.CapturedStep(t, capture=capture, precision=precision).fit()
+        out[capture] = CapturedStep(t, capture=capture, precision=precision).fit()
     assert out[True].mode == "captured" and out[False].mode == "eager"
     assert_same_training(out[False].trainer.model, out[True].trainer.model, initial_weights(m, data, config))
     # the logged terms: measured at most 1.4e-5 apart (relative) on an H100
@@ -211,7 +217,7 @@ def test_eager_and_captured_runs_save_on_cuda(data, tmp_path):
     for capture in (False, True):
         m = GRIDS["adversarial"][0] | dict(out_dir=tmp_path / f"c{int(capture)}")
         t = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
-        engine.CapturedStep(t, capture=capture, precision="bf16").fit()
+        CapturedStep(t, capture=capture, precision="bf16").fit()
         assert (m["out_dir"] / "checkpoint").exists()
         load_checkpoint(m["out_dir"] / "checkpoint")
 
@@ -219,7 +225,7 @@ def test_eager_and_captured_runs_save_on_cuda(data, tmp_path):
 @cuda
 def test_captured_ensemble_equals_separate_runs_on_cuda(data):
     config = cfg(steps=20, log_every=10, device="cuda", batch_size=32, amp=False)
-    res = engine.fit_ensemble(GRIDS["adversarial"], MODEL, data, config, capture=True, precision="fp32")
+    res = fit_ensemble(GRIDS["adversarial"], MODEL, data, config, capture=True, precision="fp32")
     assert all(r["mode"] == "captured" for r in res)
     for m, r in zip(GRIDS["adversarial"], res):
         t = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
@@ -243,12 +249,12 @@ BF16_ENSEMBLE = {"beta_vae": {}, "vae": {}, "dip_vae_i": {}, "dip_vae_ii": {}, "
 def test_bf16_ensembles_replay_their_draws_without_falling_back(objective, data, monkeypatch):
     from disentbook.objectives.base import OBJECTIVES
     params = {k: v for k, v in BF16_ENSEMBLE[objective].items() if k in OBJECTIVES[objective].params}
-    monkeypatch.setattr(engine, "autocast_context", lambda precision, device, amp: torch.autocast("cpu", dtype=torch.bfloat16,
+    monkeypatch.setattr(ensemble_module, "autocast_context", lambda precision, device, amp: torch.autocast("cpu", dtype=torch.bfloat16,
                                                                                              cache_enabled=False))
     members = [dict(objective=objective, params=params, seed=s) for s in (0, 1)]
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*one by one.*")
-        res = engine.fit_groups(members, MODEL, data, cfg(steps=3, log_every=1))
+        res = fit_groups(members, MODEL, data, cfg(steps=3, log_every=1))
     assert all("fallback" not in r and r["members"] == 2 for r in res), [r.get("fallback") for r in res]
     assert all(torch.isfinite(torch.tensor(r["history"]["loss"].to_numpy())).all() for r in res)
 
@@ -256,13 +262,13 @@ def test_bf16_ensembles_replay_their_draws_without_falling_back(objective, data,
 def test_a_fallback_to_single_models_is_never_silent(data, monkeypatch):
     "A group whose step cannot be vmapped trains member by member with a warning and `fallback` in every summary."
     def refuse(*a, **k): raise NotReplayableError("a stand-in refusal")
-    monkeypatch.setattr(engine, "fit_ensemble", refuse)
+    monkeypatch.setattr(fit_module, "fit_ensemble", refuse)
     members = [dict(objective="beta_vae", seed=s) for s in (0, 1)]
     with pytest.warns(UserWarning, match="one by one"):
-        res = engine.fit_groups(members, MODEL, data, cfg(steps=2, log_every=1))
+        res = fit_groups(members, MODEL, data, cfg(steps=2, log_every=1))
     assert all(r["fallback"].startswith("ensemble -> single models") for r in res)
     with pytest.raises(CaptureError, match="forbids the fallback"):
-        engine.fit_groups(members, MODEL, data, cfg(steps=2, log_every=1), strict=True)
+        fit_groups(members, MODEL, data, cfg(steps=2, log_every=1), strict=True)
 
 
 def test_a_failed_capture_restores_the_stream_and_falls_back(monkeypatch):

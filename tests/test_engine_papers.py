@@ -9,7 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import disentbook  # noqa: F401  (registers every objective)
-from disentbook import engine, train
+from disentbook.training.captured import CapturedStep, CaptureError
+from disentbook.training.fit import fit_ensemble, fit_groups, fit_single
+from disentbook.training.groups import ensemble_key
 from disentbook.core import REPRODUCTIONS, ConfigMismatchError, InputError, make_generator
 from disentbook.data.base import LabelledImages
 from disentbook.data.samplers import SingleSampler
@@ -20,10 +22,12 @@ from disentbook.repro.declare import Metric, PAPERS, Paper, Table, scale_config
 from disentbook.repro.figures import Context
 from disentbook.repro.harness import register_reproduction, reproduction_jobs
 from disentbook.repro.runs import HARNESS_OPTIONS, group_jobs, train_ensembles
-from disentbook.train import TrainConfig, model_spec
-from disentbook.capture import CaptureError, HostReadError, NoHostReads, step_support
-from disentbook.checkpoints import write_checkpoint
-from disentbook.ensemble import Ensemble, StaticHparamError, build_run
+from disentbook.training.config import TrainConfig, precision_flags
+import disentbook.training.trainer as trainer_module
+from disentbook.training.run import model_spec, build_run
+from disentbook.training.replay import HostReadError, NoHostReads, step_support
+from disentbook.training.checkpoints import write_checkpoint
+from disentbook.training.ensemble import Ensemble, StaticHparamError
 from disentbook.objectives.base import make_objective
 from training_checks import assert_same_training
 
@@ -126,8 +130,8 @@ def test_dip_vae_lambda3_0_and_200_train_in_separate_ensembles(data):
     members = [dict(objective="dip_vae_ii", params=dict(lambda_od=5.0, lambda_3=l3), seed=s) for s, l3 in [(0, 0.0), (1, 200.0), (2, 0.0)]]
     with pytest.raises(StaticHparamError, match="lambda_3"):
         Ensemble([run(m, data) for m in members])
-    assert engine.ensemble_key(members[0]) == engine.ensemble_key(members[1])   # one key: the split comes from the probe
-    res = engine.fit_groups(members, MODEL, data, cfg())
+    assert ensemble_key(members[0]) == ensemble_key(members[1])   # one key: the split comes from the probe
+    res = fit_groups(members, MODEL, data, cfg())
     assert [r["members"] for r in res] == [2, 1, 2] and all(r["status"] == "ok" for r in res)
     assert "third" in res[1]["history"] and "third" not in res[0]["history"]
     for m, r in zip(members, res): close_weights(r["trainer"].model, run(m, data).fit().model)
@@ -135,7 +139,7 @@ def test_dip_vae_lambda3_0_and_200_train_in_separate_ensembles(data):
 
 def test_randperm_and_randint_are_replayed_per_member(data):
     members = [dict(objective="t_perm", params=dict(beta=b), seed=s) for s, b in [(0, 1.0), (1, 4.0)]]
-    res = engine.fit_ensemble(members, MODEL, data, cfg())
+    res = fit_ensemble(members, MODEL, data, cfg())
     for m, r in zip(members, res):
         alone = run(m, data).fit()
         torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
@@ -145,7 +149,7 @@ def test_randperm_and_randint_are_replayed_per_member(data):
 def test_unvmappable_groups_train_as_single_models_and_only_they(data):
     members = [dict(objective="t_drop", params=dict(beta=1.0), seed=0), dict(objective="beta_vae", params=dict(beta=1.0), seed=1),
                dict(objective="t_drop", params=dict(beta=4.0), seed=2), dict(objective="beta_vae", params=dict(beta=4.0), seed=3)]
-    res = engine.fit_groups(members, MODEL, data, cfg())
+    res = fit_groups(members, MODEL, data, cfg())
     assert [r["members"] for r in res] == [1, 2, 1, 2]                   # the refusal is the dropout group's only
     assert all(r["mode"] == "eager" and "CUDA graphs need a CUDA device" in r["why"] for r in res)
     for m, r in zip(members, res): close_weights(r["trainer"].model, run(m, data).fit().model, atol=1e-5 if m["objective"] == "t_drop" else 1e-3)
@@ -156,7 +160,7 @@ def test_captured_step_on_cpu_is_the_trainer_and_says_why(data):
     t = run(m, data)
     with warnings.catch_warnings():
         warnings.simplefilter("error")                                   # capture=None on a CPU: no warning
-        cs = engine.CapturedStep(t, capture=None).fit()
+        cs = CapturedStep(t, capture=None).fit()
     assert cs.mode == "eager" and "CUDA graphs need a CUDA device" in cs.reason
     alone = run(m, data).fit()
     close_weights(t.model, alone.model, atol=0)
@@ -177,12 +181,12 @@ def test_a_failed_capture_is_recorded_and_strict_refuses_it(data):
 def test_final_checkpoint_is_written_once(data, tmp_path, monkeypatch):
     writes = []
     real = write_checkpoint
-    monkeypatch.setattr(train, "write_checkpoint", lambda path, *a, **k: (writes.append(str(path)), real(path, *a, **k))[1])
+    monkeypatch.setattr(trainer_module, "write_checkpoint", lambda path, *a, **k: (writes.append(str(path)), real(path, *a, **k))[1])
     m = dict(objective="beta_vae", params=dict(beta=1.0), seed=0, out_dir=tmp_path / "e")
-    engine.fit_ensemble([m], MODEL, data, cfg(ckpt_every=3))             # steps 3 and 6, the last one periodic
+    fit_ensemble([m], MODEL, data, cfg(ckpt_every=3))             # steps 3 and 6, the last one periodic
     assert len(writes) == 2, writes
     writes.clear()
-    engine.fit_single({**m, "out_dir": tmp_path / "s"}, MODEL, data, cfg(ckpt_every=3))
+    fit_single({**m, "out_dir": tmp_path / "s"}, MODEL, data, cfg(ckpt_every=3))
     assert len(writes) == 2, writes
 
 
@@ -191,19 +195,19 @@ def test_fp32_is_strict_in_backward_too_and_cudnn_benchmark_on_cuda(data):
     Ensemble([run(dict(objective="t_prec", params=dict(beta=1.0)), data)], precision="fp32").fit(1)
     assert _Tf32.seen and all(s == (False, False) for s in _Tf32.seen)   # TF32 off while the backward runs
     _Tf32.seen.clear()
-    engine.CapturedStep(run(dict(objective="t_prec", params=dict(beta=1.0)), data), capture=None, precision="tf32").fit(1)
+    CapturedStep(run(dict(objective="t_prec", params=dict(beta=1.0)), data), capture=None, precision="tf32").fit(1)
     assert _Tf32.seen == [(True, True)]
     before = torch.backends.cudnn.benchmark
-    with train.precision_flags(None, "cuda"): assert torch.backends.cudnn.benchmark
-    with train.precision_flags(None, "cpu"): assert torch.backends.cudnn.benchmark == before
+    with precision_flags(None, "cuda"): assert torch.backends.cudnn.benchmark
+    with precision_flags(None, "cpu"): assert torch.backends.cudnn.benchmark == before
     assert torch.backends.cudnn.benchmark == before
-    with pytest.raises(InputError, match="precision"): train.precision_flags("fp16", "cpu").__enter__()
+    with pytest.raises(InputError, match="precision"): precision_flags("fp16", "cpu").__enter__()
 
 
 def test_trainer_fit_runs_under_precision_flags(data, monkeypatch):
     seen = []
-    real = train.precision_flags
-    monkeypatch.setattr(train, "precision_flags", lambda p, d: (seen.append((p, str(d))), real(p, d))[1])
+    real = precision_flags
+    monkeypatch.setattr(trainer_module, "precision_flags", lambda p, d: (seen.append((p, str(d))), real(p, d))[1])
     run(dict(objective="beta_vae", params=dict(beta=1.0)), data).fit(1)
     assert seen == [(None, "cpu")]
 
@@ -341,7 +345,7 @@ def test_captured_single_equals_eager_on_cuda(name, params, data):
     out = {}
     for capture in (False, True):
         t = build_run(dict(objective=name, params=params, seed=3), MODEL, SingleSampler(data, device="cuda"), config, data=data)
-        out[capture] = engine.CapturedStep(t, capture=capture, precision="fp32").fit()
+        out[capture] = CapturedStep(t, capture=capture, precision="fp32").fit()
     assert out[True].mode == "captured" and out[False].mode == "eager"
     m = dict(objective=name, params=params, seed=3)
     init = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data).model.state_dict()
@@ -353,18 +357,18 @@ def test_captured_single_equals_eager_on_cuda(name, params, data):
 @cuda
 def test_captured_ensemble_with_a_device_step_counter_on_cuda(data):
     members = [dict(objective="annealed_vae", params=dict(iteration_threshold=10, gamma=g), seed=s) for s, g in [(0, 10.0), (1, 100.0)]]
-    res = engine.fit_ensemble(members, MODEL, data, cfg(steps=12, device="cuda", amp=False), precision="fp32", strict=True)
+    res = fit_ensemble(members, MODEL, data, cfg(steps=12, device="cuda", amp=False), precision="fp32", strict=True)
     assert all(r["mode"] == "captured" for r in res)
     for m, r in zip(members, res):
         t = build_run(m, MODEL, SingleSampler(data, device="cuda"), cfg(steps=12, device="cuda", amp=False), data=data)
-        with train.precision_flags("fp32", "cuda"): t.fit()
+        with precision_flags("fp32", "cuda"): t.fit()
         close_weights(r["trainer"].model, t.model, atol=1e-3)
 
 
 @cuda
 def test_strict_refuses_eager_on_cuda(data):
     t = build_run(dict(objective="t_host", params={}), MODEL, SingleSampler(data, device="cuda"), cfg(device="cuda"), data=data)
-    with pytest.raises(CaptureError, match="item"): engine.CapturedStep(t, capture=None, strict=True)
+    with pytest.raises(CaptureError, match="item"): CapturedStep(t, capture=None, strict=True)
 
 
 def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume(tmp_path):
@@ -375,7 +379,7 @@ def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume
     sampler = lambda device: PairSampler(small, k="random", nuisance=["posX", "posY", "orientation"], warmup_steps=4, device=device)
     model, c = dict(kind="vae", image_size=64, channels=1, latent_dim=4, hidden=32), cfg(steps=6, log_every=2)
     members = [dict(objective="ada_gvae", params=dict(beta=b), seed=s) for s, b in [(0, 1.0), (1, 2.0)]]
-    res = engine.fit_ensemble(members, model, small, c, sampler=sampler)
+    res = fit_ensemble(members, model, small, c, sampler=sampler)
     for m, r in zip(members, res):
         alone = build_run(m, model, sampler("cpu"), c, data=small).fit()
         assert r["trainer"].sampler.step == alone.sampler.step == 6          # its own sampler: 6 draws
@@ -476,7 +480,7 @@ def test_contrastive_w2_prepared_plan_gives_the_eager_step_and_reads_nothing_bac
 
 def test_contrastive_ensemble_with_monitored_w2_equals_separate_runs(tb):
     members = [dict(objective="contrastive_w2_dirac", params=dict(dirac_weight=w), seed=s) for s, w in [(0, 1.0), (1, 3.0)]]
-    res = engine.fit_ensemble(members, CMODEL, None, cfg(batch_size=8), sampler=tb)
+    res = fit_ensemble(members, CMODEL, None, cfg(batch_size=8), sampler=tb)
     for m, r in zip(members, res):
         alone = build_run(m, CMODEL, tb(), cfg(batch_size=8)).fit()
         assert list(r["history"].columns) == list(alone.history.columns) and r["history"].columns[-1] == "w2"
@@ -493,7 +497,7 @@ def test_vfae_group_mmd_is_vmapped_and_captured_and_equals_separate_runs():
     t = build_run(members[0], model, sampler("cpu"), cfg(batch_size=8), data=small)
     s = step_support(t)
     assert s["vmap"] and s["capture"], s
-    res = engine.fit_ensemble(members, model, small, cfg(batch_size=8), sampler=sampler)
+    res = fit_ensemble(members, model, small, cfg(batch_size=8), sampler=sampler)
     for m, r in zip(members, res):
         alone = build_run(m, model, sampler("cpu"), cfg(batch_size=8), data=small).fit()
         torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
@@ -506,7 +510,7 @@ def test_contrastive_w2_host_stage_is_captured_on_cuda(tb):
     out = {}
     for capture in (False, True):
         t = build_run(dict(objective="contrastive_w2", seed=3), CMODEL, tb("cuda"), config)
-        out[capture] = engine.CapturedStep(t, capture=capture, precision="fp32", strict=capture).fit()
+        out[capture] = CapturedStep(t, capture=capture, precision="fp32", strict=capture).fit()
     assert out[True].mode == "captured" and out[True].capture_error is None and out[False].mode == "eager"
     a, b = (torch.tensor(out[c].history()[["loss", "w2"]].values) for c in (False, True))
     assert torch.isfinite(b).all()

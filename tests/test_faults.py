@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from disentbook.core import CorruptFileError
-from disentbook.checkpoints import load_checkpoint, read_checkpoint_config
+from disentbook.training.checkpoints import load_checkpoint, read_checkpoint_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

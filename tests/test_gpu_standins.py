@@ -14,12 +14,12 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import disentbook  # noqa: F401  (registers every objective)
-from disentbook import engine
+
 from disentbook.jobs import build_dataset, make_sampler
 from disentbook.objectives.base import OBJECTIVES, Objective
-from disentbook.train import TrainConfig
-from disentbook.capture import step_support
-from disentbook.ensemble import build_run
+from disentbook.training.config import TrainConfig
+from disentbook.training.replay import step_support
+from disentbook.training.run import build_run
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -92,7 +92,7 @@ class _HostDraw(Objective):
 def test_the_meta_probe_finds_a_cpu_draw():
     from disentbook.data.samplers import SingleSampler
     from disentbook.nets import VAE
-    from disentbook.train import Trainer
+    from disentbook.training.trainer import Trainer
     data = build_dataset("digits", dict(n=32))
     t = Trainer(VAE(28, 1, 3, hidden=16), _HostDraw(), SingleSampler(data, device="cpu"),
                 TrainConfig(steps=1, batch_size=2, device="cpu", precision="fp32", progress=False))

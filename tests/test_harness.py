@@ -14,7 +14,7 @@ from disentbook.repro.reference import untrained_gate
 from disentbook.repro.report import claim_lines, table_markdown, table_rows
 from disentbook.repro.runs import train_group
 from disentbook.repro.verdicts import FAILS, Gate, HOLDS, INCONCLUSIVE, NOT_CHECKED, NOT_LEARNED, NOT_TESTED, compare, learned_rows, welch, within
-from disentbook.train import model_spec
+from disentbook.training.run import model_spec
 
 
 def test_compare_golden():

@@ -144,7 +144,8 @@ def test_jsd_matches_adaptive_quadrature_for_unequal_variances():
 def _history_40_steps(name: str):
     "The logged history of 40 short steps of objective `name` on Colored-MNIST pairs; every logged value finite."
     from disentbook.data.colored_mnist import ColoredMNIST, PairSampler
-    from disentbook.train import Trainer, TrainConfig
+    from disentbook.training.config import TrainConfig
+    from disentbook.training.trainer import Trainer
     torch.manual_seed(0)
     m = VAE(28, 3, 20, hidden=32)
     tr = Trainer(m, make_objective(name, model=m), PairSampler(ColoredMNIST("train", "embedded"), k=(1, 2)),

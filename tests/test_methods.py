@@ -192,7 +192,7 @@ def test_lock_file_live_holder_fails_at_once_stale_is_taken_over(capsys, tmp_pat
 
 
 def test_same_command_twice_gives_identical_weights_and_losses(capsys, tmp_path):
-    from disentbook.checkpoints import load_model
+    from disentbook.training.checkpoints import load_model
     args = ["train", "--method", "factor_vae", *DATA["single"], *TINY, *small_disc("factor_vae"), "--seed", "3"]
     for k in ("a", "b"): assert run(capsys, *args, "--out", tmp_path / k)[0] == 0
     ha, hb = (pd.read_csv(tmp_path / k / "history.csv") for k in ("a", "b"))

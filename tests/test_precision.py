@@ -6,13 +6,14 @@ import json, subprocess, sys, warnings
 import pytest
 import torch
 
-from disentbook import train as T
+import disentbook.training.config as T
 from disentbook.core import InputError
 from disentbook.data.dsprites import DSprites
 from disentbook.data.samplers import SingleSampler
 from disentbook.nets import VAE
 from disentbook.objectives.base import make_objective
-from disentbook.train import TrainConfig, Trainer, resolve_precision
+from disentbook.training.config import TrainConfig, resolve_precision
+from disentbook.training.trainer import Trainer
 
 
 @pytest.fixture
@@ -138,7 +139,7 @@ def test_harness_passes_the_precision_option():
 def test_cpu_ensemble_trains_bf16_where_its_trainers_would(native):
     "The engine's vmapped ensemble autocasts on CPUs too: on a CPU with native bf16 it computes as its Trainers would."
     import disentbook  # noqa: F401  (registers every objective)
-    from disentbook import engine
+    from disentbook.training.fit import fit_ensemble
     from disentbook.data.base import LabelledImages
     native(True)
     g = torch.Generator().manual_seed(0)
@@ -149,9 +150,9 @@ def test_cpu_ensemble_trains_bf16_where_its_trainers_would(native):
     config = TrainConfig(steps=2, batch_size=8, lr=1e-3, log_every=1, device="cpu", progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")                       # no fallback, no warning
-        res = engine.fit_ensemble(members, model, data, config)
+        res = fit_ensemble(members, model, data, config)
         assert all(r["precision"] == "bf16" and r["precision_fallback"] is None for r in res)
-        res = engine.fit_ensemble(members, model, data, TrainConfig.from_dict(config.to_dict() | dict(precision="fp32")))
+        res = fit_ensemble(members, model, data, TrainConfig.from_dict(config.to_dict() | dict(precision="fp32")))
     assert all(r["precision"] == "fp32" and r["precision_fallback"] is None for r in res)
     from disentbook.repro.runs import engine_record
     assert engine_record(dict(res[0], mode="eager", members=2, precision_fallback="bf16 -> fp32: x"), "")["fallback"]

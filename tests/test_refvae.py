@@ -10,7 +10,7 @@ from disentbook.objectives.base import make_objective
 from disentbook.objectives.refvae import (RefDiscriminator, RefVAE, check_discriminator_loss, check_laplace_nll,
                                           check_latent_nll, decoder_sensitivity, discriminator_loss, laplace_nll,
                                           latent_log_ratio, latent_nll, latent_rec, rb_vae_terms, srb_vae_terms)
-from disentbook.train import Trainer
+from disentbook.training.trainer import Trainer
 
 
 class FixedSampler:

@@ -9,7 +9,8 @@ import torch
 from disentbook.core import InputError, make_generator
 from disentbook.nets import VAE
 from disentbook.objectives.base import OBJECTIVES, make_objective
-from disentbook.train import Trainer, TrainConfig
+from disentbook.training.config import TrainConfig
+from disentbook.training.trainer import Trainer
 from disentbook.objectives.density_ratio import DensityRatio, density_ratio_loss, log_ratio
 from disentbook.objectives.tcwae import (IMQ_SCALES, BetaTCVAE, FactorVAE, TCWAEGAN, TCWAEMWS, WAEMMD, check_imq_mmd, check_mws_log_qz, check_permute_dims, elbo_surgery_discrete, gaussian_log_density, gaussian_tc, imq_kernel, kl_decomposition, mmd_imq, mss_log_densities, mss_log_weights, mws_log_densities, mws_log_qz, pairwise_log_density, permute_dims, reconstruction_cost)
 

@@ -1,4 +1,4 @@
-"Tests of disentbook.train: exact resume, the NaN guard, config checks, gradient separation of auxiliary nets."
+"Tests of disentbook.training.trainer: exact resume, the NaN guard, config checks, gradient separation of auxiliary nets."
 import hashlib, json, os, re, sys
 from pathlib import Path
 
@@ -10,8 +10,9 @@ from torch import nn
 
 from disentbook import core
 from disentbook.core import ConfigMismatchError, CorruptFileError, InputError, NonFiniteLossError
-from disentbook.checkpoints import CheckpointNotFoundError, load_checkpoint, load_model, read_checkpoint_config, state_path
-from disentbook.train import TrainConfig, Trainer
+from disentbook.training.checkpoints import CheckpointNotFoundError, load_checkpoint, load_model, read_checkpoint_config, state_path
+from disentbook.training.config import TrainConfig
+from disentbook.training.trainer import Trainer
 from disentbook.objectives.base import Objective, Param, make_objective, register_objective
 
 
@@ -144,13 +145,13 @@ def test_nan_guard_checks_unfinished_interval_and_save(tmp_path):
 # ---------------------------------------------------------------- no per-step host sync
 def test_no_per_step_host_sync(monkeypatch):
     "The trainer itself syncs once per log interval (torch's CPU Adam calls .item() on its step counts: not ours)."
-    import disentbook.train
+    import disentbook.training.trainer
     t = trainer(ELBO(), log_every=10, steps=30)
     calls = []
     for name in ("item", "cpu", "tolist", "__float__", "__bool__", "__int__"):
         orig = getattr(torch.Tensor, name)
         def wrapped(self, *a, _orig=orig, _name=name, **k):
-            if sys._getframe(1).f_code.co_filename == disentbook.train.__file__: calls.append(_name)
+            if sys._getframe(1).f_code.co_filename == disentbook.training.trainer.__file__: calls.append(_name)
             return _orig(self, *a, **k)
         monkeypatch.setattr(torch.Tensor, name, wrapped)
     t.fit()
@@ -298,7 +299,7 @@ class Killed(BaseException): "Stands for a kill -9 at a file-system call."
 @pytest.mark.parametrize("call", ["replace", "fsync"])
 def test_crash_at_every_file_system_call_leaves_a_complete_checkpoint(tmp_path, monkeypatch, call):
     "Stop a save at its k-th os.replace / os.fsync, for every k: the folder always holds the old or the new checkpoint."
-    import disentbook.train as T
+    import disentbook.training.trainer as T
     t = trainer(ELBO(), steps=8, out_dir=tmp_path); t.fit(4)
     real = getattr(os, call); k, outcomes = 0, []
     while True:
@@ -508,7 +509,7 @@ def test_a_run_stopped_while_it_trains_does_not_count_the_stop(tmp_path):
 
 def test_a_checkpoint_without_a_clock_record_keeps_saying_so(tmp_path):
     "Training seconds resumed from a checkpoint that did not record its clock stay marked 'wall' (they may count stops)."
-    from disentbook.checkpoints import write_checkpoint
+    from disentbook.training.checkpoints import write_checkpoint
     trainer(out_dir=tmp_path, steps=20, ckpt_every=10).fit(10)
     ck = tmp_path / "checkpoint"; c = json.loads((ck / "config.json").read_text())
     assert c["train_clock"] == "active"

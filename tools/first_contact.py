@@ -9,7 +9,7 @@ model it declares at the width the reproductions use (hidden 256), at bf16 and w
 slower path is an error, not a warning):
 
 - a vmapped ensemble of K = 2 members (seeds 0 and 1), captured as one CUDA graph where its step allows;
-- a single model through `engine.CapturedStep`, captured;
+- a single model through `CapturedStep`, captured;
 - each member saving its checkpoint at the end, as every run does.
 
 Each objective runs in a fresh process (a failed capture, a CUDA error or a hang cannot spoil the next one) under a
@@ -56,10 +56,11 @@ def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: 
     os.environ.setdefault("DISENTBOOK_OFFLINE", "1")
     import torch
     import disentbook  # noqa: F401  (registers everything)
-    from disentbook import engine
-    from disentbook.capture import NotReplayableError
+    from disentbook.training.captured import CapturedStep
+    from disentbook.training.fit import fit_ensemble, fit_single
+    from disentbook.training.replay import NotReplayableError
     from disentbook.jobs import make_sampler
-    from disentbook.train import TrainConfig
+    from disentbook.training.config import TrainConfig
     rec = dict(objective=name, device=device, precision=precision, steps=steps, batch=batch, hidden=hidden)
     try:
         ds, data, kind, model_config = small_setup(name, hidden)
@@ -75,13 +76,13 @@ def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: 
         try:
             members = [dict(objective=name, params={}, seed=s, out_dir=tmp / f"{what}-{s}") for s in (0, 1)]
             if what == "ensemble":
-                try: res = engine.fit_ensemble(members, model_config, data, config, device=device, precision=precision,
+                try: res = fit_ensemble(members, model_config, data, config, device=device, precision=precision,
                                           strict=True, sampler=sampler)
                 except NotReplayableError as e:   # as the harness plans it: its runs train as captured singles
                     rec[what] = dict(status="ok", mode="not vmappable", why=_first_line(e), seconds=round(time.perf_counter() - t0, 2))
                     continue
             else:
-                res = [engine.fit_single(members[0], model_config, data, config, device=device, capture=True,
+                res = [fit_single(members[0], model_config, data, config, device=device, capture=True,
                                          precision=precision, strict=True, sampler=sampler)]
             if device.startswith("cuda"): torch.cuda.synchronize()
             loss = [float(r["final"].get("loss", float("nan"))) for r in res]

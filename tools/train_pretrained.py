@@ -166,13 +166,13 @@ def pilot(name: str, lengths, runs: Path, overrides: dict | None = None) -> list
     import shutil
     from disentbook.classroom import pretrained as P
     from disentbook.jobs import train_job
-    from disentbook.checkpoints import load_model
+    from disentbook.training.checkpoints import load_model
     method, dataset, params, data_params, _ = RECIPES[name]
     params = dict(params, **(overrides or {}))
     tag = "".join(f"-{k}={v}" for k, v in sorted((overrides or {}).items()))
     st, out, rows, seconds = settings(name), runs / name / f"pilot{tag}", [], 0.0
     run = out / "run"
-    from disentbook.checkpoints import read_checkpoint_config
+    from disentbook.training.checkpoints import read_checkpoint_config
     for L in sorted(int(v) for v in lengths):
         done = out / f"step_{L}" / "pilot.json"
         if done.is_file():                                 # measured by an earlier call: kept
@@ -223,7 +223,7 @@ def adopt_run(name: str, run: Path, runs: Path) -> dict:
     and train/checkpoint) as the model of recipe `name`: the same model config and objective, checked; its training
     settings, command and time go into the card instead of the recipe's (`trained['settings']`, `trained['command']`)."""
     import shutil
-    from disentbook.checkpoints import read_checkpoint_config
+    from disentbook.training.checkpoints import read_checkpoint_config
     run = Path(run)
     try:
         st, ev = json.loads((run / "settings.json").read_text()), json.loads((run / "eval.json").read_text())
@@ -317,7 +317,7 @@ def _note(name: str, trained: dict, gate: dict | None, control: dict | None = No
 
 def _precision(run: Path) -> str:
     "The precision a run trained in: its checkpoint's TrainConfig, resolved as the trainer did (fp32 before precision existed)."
-    from disentbook.checkpoints import read_checkpoint_config
+    from disentbook.training.checkpoints import read_checkpoint_config
     t = read_checkpoint_config(run / "checkpoint")["train"]
     if not t.get("amp", True) or "precision" not in t: return "fp32"
     return t["precision"]
@@ -327,7 +327,7 @@ def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
     "fp16 weights + card of recipe `name` in `dest`; the metrics are measured on the stored weights."
     from disentbook.classroom import pretrained as P
     from disentbook.core import cpu_name, sha256_file
-    from disentbook.checkpoints import load_model
+    from disentbook.training.checkpoints import load_model
     model = load_model(runs / name / "checkpoint", device="cpu")
     dest.mkdir(parents=True, exist_ok=True)
     weights = dest / f"{name}.pt"

@@ -27,7 +27,7 @@ class Subject:
     def check_run(self, root, seed: int) -> None: pass                       # refuse a run folder of something else
     def step_of(self, root, seed: int) -> int:
         "The step of the seed's live run (0: none)."
-        from disentbook.checkpoints import read_checkpoint_config
+        from disentbook.training.checkpoints import read_checkpoint_config
         ck = self.run_dir(root, seed) / "checkpoint"
         return int(read_checkpoint_config(ck)["step"]) if (ck / "config.json").is_file() else 0
     def restart(self, root, seed: int) -> None:

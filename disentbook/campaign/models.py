@@ -45,7 +45,7 @@ KEEP = ("steps", "mig", "check/mig", "factor_vae", "check/factor_vae", "active",
 def ship(root, name: str, dest: Path, say=print) -> dict:
     "Ship zoo recipe `name` (its stage done) into `dest`: fp16 weights, card, traversal figure under `root`. Returns the card."
     import torch
-    from disentbook.checkpoints import load_model
+    from disentbook.training.checkpoints import load_model
     from disentbook.core import sha256_file
     from disentbook.eval.viz import save_figure
     from disentbook.classroom import pretrained as P

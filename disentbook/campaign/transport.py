@@ -20,7 +20,7 @@ STREAM, MANIFEST = "campaign-state.tar", "campaign-state.json"
 def checkpoint_files(ck: Path) -> tuple[list[Path], float]:
     """The files of the checkpoint folder `ck` that a resume reads, and the training seconds it holds (([], 0.0) for no
     readable checkpoint): what moves a run to another checkout, here and in `--carry`."""
-    from disentbook.checkpoints import read_checkpoint_config
+    from disentbook.training.checkpoints import read_checkpoint_config
     from disentbook.core import DisentbookError
     try: cfg = read_checkpoint_config(ck)
     except (DisentbookError, OSError): return [], 0.0

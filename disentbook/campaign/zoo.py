@@ -138,7 +138,7 @@ class ZooRecipe(Subject):
         return True
     def measure(self, root, seed: int, steps: int) -> dict:
         "The run at `steps` measured on both image sets, its loss terms, training seconds and precision; its weights kept."
-        from disentbook.checkpoints import load_model, read_checkpoint_config
+        from disentbook.training.checkpoints import load_model, read_checkpoint_config
         from disentbook.core import cpu_name
         run = self.run_dir(root, seed)
         cfg = read_checkpoint_config(run / "checkpoint")

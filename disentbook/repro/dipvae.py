@@ -15,7 +15,7 @@ from ..data.celeba import load_celeba
 from ..data.dsprites import DSprites
 from ..eval import dipvae as dip
 from ..eval.scores import encode_means
-from ..train import model_spec
+from ..training.run import model_spec
 from .claims import Claim
 from .declare import Metric, Paper, Table, cpu_scale
 from .figures import traversal_figures

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from ..core import InputError, make_generator
-from ..checkpoints import load_model
+from ..training.checkpoints import load_model
 from ..eval.viz import image_grid, kl_per_dim, traversal_figure, traversal_images
 from .declare import Paper, Table
 from .runs import load_data, run_cfg, run_dir, train_data

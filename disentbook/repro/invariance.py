@@ -13,7 +13,7 @@ from ..data.colored_mnist import PALETTES, PairSampler
 from ..data.shapes3d import Shapes3D, SHAPES3D_VALUES
 from ..data.mpi3d import MPI3D
 from ..objectives import invariance as inv
-from ..train import model_spec
+from ..training.run import model_spec
 from .claims import Claim
 from .declare import Metric, Paper, Table, cpu_scale
 from .harness import register_reproduction

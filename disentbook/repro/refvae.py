@@ -15,7 +15,7 @@ from ..data.affectnet import load_affectnet
 from ..nets import VAE
 from ..objectives.base import OBJECTIVES
 from ..objectives.refvae import RefVAE, decoder_sensitivity
-from ..train import model_spec
+from ..training.run import model_spec
 from ..eval.protocols import linear_probe_classification, ridge_probe_regression
 from ..eval.scores import encode_means
 from ..eval.viz import image_grid

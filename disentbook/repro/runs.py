@@ -14,7 +14,8 @@ from ..core import InputError, NonFiniteLossError, active_time, in_test, seed_ev
 from ..data.samplers import SingleSampler
 from ..nets import VAE
 from ..objectives.base import OBJECTIVES, make_objective
-from ..train import Trainer, TrainConfig
+from ..training.config import TrainConfig
+from ..training.trainer import Trainer
 from ..eval.viz import history_figure, save_figure
 from .declare import PAPERS, Paper
 
@@ -229,9 +230,9 @@ def _family(model_config: dict, objective) -> str:
     return f"conv{model_config.get('image_size', '?')}_{model_config.get('kind', 'model')}" + ("_adv" if len(objective.aux_nets) else "")
 
 def _probe(paper, cfg, data, model_config, members: list[dict], train: TrainConfig) -> tuple[dict, object]:
-    "`engine.step_support` of the first member on the CPU (batch <= 8), varying the float hyper-parameters the members differ in."
-    from disentbook.capture import quiet_rng
-    from disentbook.ensemble import build_run
+    "`training.replay.step_support` of the first member on the CPU (batch <= 8), varying the float hyper-parameters the members differ in."
+    from disentbook.training.replay import quiet_rng
+    from disentbook.training.run import build_run
     cpu = torch.device("cpu")
     with quiet_rng():
         objs = [make_objective(m["objective"], **m["params"]) for m in members]
@@ -241,7 +242,7 @@ def _probe(paper, cfg, data, model_config, members: list[dict], train: TrainConf
                                                             progress=False, amp=False, precision="fp32"))   # the probe: fp32, whatever the runs ask
         t = build_run({**members[0], "out_dir": None}, model_config, sampler_fn(paper, data)(cpu), cfg1,
                       data=train_data(data), device=cpu, resume=False)
-        from disentbook.capture import step_support
+        from disentbook.training.replay import step_support
         return step_support(t, vary=vary), t.objective
 
 def _predict(sup: dict, k: int, device: torch.device) -> tuple[str, str, bool]:
@@ -263,12 +264,12 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
     (no GPU needed: the plan of a GPU run is made here). Runs that share paper, dataset (and its seed when the data
     depend on it), device, architecture, training and data settings, objective, aux-net settings and non-float
     hyper-parameters form a group, split further by the float hyper-parameters that Python control flow reads (DIP-VAE's
-    λ_3 = 0 vs 200: `engine.step_support`) and into chunks of `max_members`. One dict per group: `jobs` (indices into
+    λ_3 = 0 vs 200: `training.replay.step_support`) and into chunks of `max_members`. One dict per group: `jobs` (indices into
     `jobs`), `members` (K), `model_config`, `train` (the `TrainConfig` dict, seed aside), `family` (e.g. 'conv64_vae';
     '_adv' with a discriminator), `mode` ('captured_ensemble', 'captured_single': each run captured alone, 'eager'),
     `why`, `host_stage` (each step first computes something on the host, e.g. an exact OT plan), and `vmap` (whether the engine trains its runs as one vmapped model). `device`: predict for this device
     instead of the jobs' own."""
-    from disentbook.engine import ensemble_key, split_static
+    from disentbook.training.groups import ensemble_key, split_static
     buckets: dict = {}
     for i, j in enumerate(jobs):
         paper, cfg, data, model_config = setup_job(j)
@@ -312,12 +313,12 @@ def engine_record(r: dict, group_why: str) -> dict:
 
 def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[dict]:
     """Train `jobs` with the engine, group by group (`group_jobs`): a vmappable group as one ensemble (captured on CUDA),
-    any other run as a captured single model (`engine.fit_single`; eager where its step cannot be captured); each run
+    any other run as a captured single model (`training.fit.fit_single`; eager where its step cannot be captured); each run
     evaluated as `train_run` does, its mode, why and timing in `eval.json`; results in job order. At the `gpu` scale on
     CUDA an eager fallback — predicted, or a capture that fails — is an error unless the jobs' options say
     `allow_eager=true`. A refusal concerns its group only."""
-    from disentbook.capture import CaptureError
-    from disentbook.engine import fit_groups, fit_single
+    from disentbook.training.captured import CaptureError
+    from disentbook.training.fit import fit_groups, fit_single
     res = [_pending(j) for j in jobs]
     todo = [i for i, r in enumerate(res) if r is None]
     groups = group_jobs([jobs[i] for i in todo], max_members)

@@ -15,7 +15,7 @@ from ..data.chairs import load_chairs
 from ..data.dsprites import DSprites
 from ..data.smallnorb import load_smallnorb
 from ..objectives import tcwae as tc
-from ..train import model_spec
+from ..training.run import model_spec
 from .claims import Claim
 from .declare import Metric, Paper, Table, cpu_scale
 from .figures import library_scores, traversal_figures

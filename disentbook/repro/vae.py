@@ -8,7 +8,7 @@ import torch
 
 from ..core import check_images, make_generator, to_float_images
 from ..data.dsprites import DSprites
-from ..train import model_spec
+from ..training.run import model_spec
 from ..eval.viz import reconstruction_figure
 from ..objectives.vae import gaussian_kl
 from .claims import Claim
