@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from disentbook.data.dsprites import DSprites  # noqa: E402
 from disentbook.training.ensemble import Ensemble  # noqa: E402
-from disentbook.training.run import build_run
+from disentbook.training.run import build_run, run_specs
 from disentbook.repro.declare import PAPERS  # noqa: E402
 from disentbook.repro.runs import default_model, sampler_fn  # noqa: E402
 from disentbook.training.config import TrainConfig, precision_flags  # noqa: E402
@@ -188,8 +188,7 @@ class Bench:
                            device=str(self.dev), amp=precision == "bf16" and self.dev.type == "cuda", progress=False)
 
     def ensemble(self, method, k, batch=None, precision="bf16", **kw) -> Ensemble:
-        ts = [build_run(dict(objective=method, params=METHODS[method], seed=i), self.mc, self.sampler,
-                        self.config(batch, precision), data=self.data, device=self.dev, resume=False) for i in range(k)]
+        ts = [build_run(run_specs([dict(objective=method, params=METHODS[method], seed=i)], self.mc, self.config(batch, precision))[0], self.sampler, data=self.data, device=self.dev, resume=False) for i in range(k)]
         return Ensemble(ts, precision=precision, **kw)
 
     def timed(self, step, n_images_per_step, warm=None) -> dict:
@@ -300,8 +299,7 @@ class Bench:
                     he = torch.stack(list(ens._rows))[:, :, ens.keys.index("loss")]
                     hd, wd = [], []
                     for i in range(k):
-                        t = build_run(dict(objective=method, params=METHODS[method], seed=i), self.mc, self.sampler,
-                                      self.config(None, "fp32"), data=self.data, device=self.dev, resume=False)
+                        t = build_run(run_specs([dict(objective=method, params=METHODS[method], seed=i)], self.mc, self.config(None, "fp32"))[0], self.sampler, data=self.data, device=self.dev, resume=False)
                         for _ in range(self.a.check_steps): t.train_step()
                         h = torch.stack(list(t._rows))[:, t.keys.index("loss")]
                         hd.append(float((h - he[:, i]).abs().max()))

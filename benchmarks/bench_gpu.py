@@ -44,11 +44,11 @@ from disentbook.data.dsprites import DSprites  # noqa: E402
 from disentbook.data.samplers import SingleSampler  # noqa: E402
 from disentbook.objectives.vae import gaussian_kl  # noqa: E402
 from disentbook.repro.declare import PAPERS  # noqa: E402
-from disentbook.repro.runs import default_model, group_jobs, member_job, sampler_fn, setup_job, train_data  # noqa: E402
+from disentbook.repro.runs import default_model, group_jobs, objective_params, sampler_fn, setup_job, train_data  # noqa: E402
 from disentbook.repro import plan as P  # noqa: E402
 from disentbook.training.config import TrainConfig  # noqa: E402
 from disentbook.training.ensemble import Ensemble
-from disentbook.training.run import build_run
+from disentbook.training.run import RunSpec, build_run, run_specs
 
 METHODS = {"beta_vae": dict(beta=4.0), "factor_vae": dict(gamma=35.0)}
 TABLE = ROOT / "benchmarks" / "throughput.json"
@@ -105,9 +105,8 @@ class Bench:
                            amp=precision == "bf16" and self.dev.type == "cuda", progress=False)
 
     def trainers(self, method: str, k: int, precision: str, out: bool = False) -> list:
-        return [build_run(dict(objective=method, params=METHODS[method], seed=i,
-                                      out_dir=(self.tmp / f"{method}-{i}") if out else None),
-                                 self.mc, self.sampler, self.config(precision), data=self.data, device=self.dev, resume=False)
+        return [build_run(run_specs([dict(objective=method, params=METHODS[method], seed=i,
+                                      out_dir=(self.tmp / f"{method}-{i}") if out else None)], self.mc, self.config(precision))[0], self.sampler, data=self.data, device=self.dev, resume=False)
                 for i in range(k)]
 
     def ckpt_seconds(self, method: str, precision: str) -> float:
@@ -148,16 +147,15 @@ class Bench:
             seen.add(key)
             j = jobs[g["jobs"][0]]
             _, cfg, data, mc = setup_job(j)
-            member = dict(member_job(j, cfg), out_dir=None, seed=0)
             batch = 8 if a.tiny else int(cfg["train"]["batch_size"])
             conf = TrainConfig(steps=10**9, batch_size=batch, lr=float(cfg["train"].get("lr", 1e-3)), log_every=a.window,
                                ckpt_every=0, device=str(dev), amp=precision == "bf16" and dev.type == "cuda", progress=False)
             eager = g["mode"] == "eager"
-            def make(eager=eager, member=member, mc=mc, data=data, conf=conf):
-                t = build_run(member, mc, sampler_fn(paper, data)(dev), conf, data=train_data(data), device=dev,
-                                     resume=False)
+            run = RunSpec(j["spec"]["objective"], objective_params(j["spec"], cfg), mc, conf)          # seed 0, no output
+            def make(eager=eager, run=run, data=data):
+                t = build_run(run, sampler_fn(paper, data)(dev), data=train_data(data), device=dev, resume=False)
                 return t if eager else CapturedStep(t, capture=dev.type == "cuda", precision=precision)
-            r = self.row(member["objective"], "eager" if eager else "captured_single", 1, precision, make,
+            r = self.row(run.objective, "eager" if eager else "captured_single", 1, precision, make,
                          family=g["family"], batch=batch, paper=name)
             if g.get("host_stage"): r["host_stage"] = True                    # e.g. Eq. 8's exact OT plan before each step
             out.append(r)

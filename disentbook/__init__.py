@@ -13,10 +13,10 @@ from .data import digit_style, shapes3d, mpi3d, colored_mnist
 from . import nets
 from .objectives import base, density_ratio, vae, dipvae, tcwae, contrastive, refvae, refvae_baselines, invariance, invariance_baselines
 from .training import config, checkpoints, trainer, replay, captured, ensemble, run, groups, fit
-from .eval import metrics, scores, protocols, viz, dipvae
+from .eval import metrics, scores, protocols, viz, dipvae, suite
 from .repro import verdicts, harness, plan, vae, dipvae, tcwae, contrastive, refvae, invariance
 from .classroom import exercises, widgets
 from .classroom.pretrained import pretrained, available_pretrained, pretrained_card   # disentbook.pretrained("beta_vae_b4"): a shipped model
 del base, dsprites, digits, samplers, registry, grassy, celeba, smallnorb, chairs, affectnet, digit_style, shapes3d, mpi3d, colored_mnist
-del config, checkpoints, trainer, replay, captured, ensemble, run, groups, fit
+del suite, config, checkpoints, trainer, replay, captured, ensemble, run, groups, fit
 del density_ratio, refvae, refvae_baselines, invariance, invariance_baselines, harness, plan, vae, dipvae, tcwae, contrastive, metrics, scores, protocols, viz, exercises, widgets

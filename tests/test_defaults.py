@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from disentbook import jobs
+from disentbook.eval import suite
 from disentbook.cli import main
 from conftest import cli_run
 from disentbook.objectives.base import NEEDS, OBJECTIVES, default_dataset
@@ -35,7 +35,7 @@ DCI_ONCE = next(n for n in LIBRARY if default_dataset(n) == "dsprites")
 @pytest.mark.parametrize("name", LIBRARY)
 def test_every_method_trains_and_evaluates_with_its_defaults(name, capsys, tmp_path, monkeypatch):
     if default_dataset(name) == "dsprites" and name != DCI_ONCE:
-        monkeypatch.setattr(jobs, "GROUND_TRUTH_METRICS", tuple(m for m in jobs.GROUND_TRUTH_METRICS if m != "dci"))
+        monkeypatch.setattr(suite, "GROUND_TRUTH_METRICS", tuple(m for m in suite.GROUND_TRUTH_METRICS if m != "dci"))
     out = tmp_path / "run"
     rc, stdout, err = run(capsys, "train", "--method", name, "--steps", 2, "--batch-size", 8, "--out", out)
     assert rc == 0, err

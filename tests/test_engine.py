@@ -9,7 +9,7 @@ import disentbook  # noqa: F401  (registers every objective)
 from disentbook.training.captured import CapturedStep, CaptureError, GraphStep
 import disentbook.training.ensemble as ensemble_module
 import disentbook.training.fit as fit_module
-from disentbook.training.fit import fit_ensemble, fit_groups
+from disentbook.training.fit import fit_ensemble, fit
 from disentbook.training.groups import ensemble_key
 from disentbook.core import ConfigMismatchError, InputError, NonFiniteLossError, make_generator
 from disentbook.data.base import LabelledImages
@@ -19,7 +19,7 @@ from disentbook.training.trainer import Trainer
 from disentbook.training.checkpoints import load_checkpoint, load_model, read_checkpoint_config
 from disentbook.training.replay import NotReplayableError, RandomReplay
 from disentbook.training.ensemble import Ensemble
-from disentbook.training.run import build_run
+from disentbook.training.run import build_run, run_specs
 from disentbook.objectives.base import make_objective
 from training_checks import assert_same_training
 
@@ -41,7 +41,7 @@ def cfg(**kw):
 
 
 def separate(member, data, config):
-    t = build_run({**member, "out_dir": None}, MODEL, SingleSampler(data, device="cpu"), config, data=data)
+    t = build_run(run_specs([{**member, "out_dir": None}], MODEL, config)[0], SingleSampler(data, device="cpu"), data=data)
     return t.fit()
 
 
@@ -53,7 +53,7 @@ def assert_same_weights(a, b, atol=2e-4):
 
 def initial_weights(member, data, config):
     "The weights a run of `member` starts from (build_run seeds the model from the member's seed)."
-    t = build_run({**member, "out_dir": None}, MODEL, SingleSampler(data, device=config.device), config, data=data)
+    t = build_run(run_specs([{**member, "out_dir": None}], MODEL, config)[0], SingleSampler(data, device=config.device), data=data)
     return {k: v.detach().clone() for k, v in t.model.state_dict().items()}
 
 
@@ -67,7 +67,7 @@ GRIDS = {
 @pytest.mark.parametrize("kind", list(GRIDS))
 def test_ensemble_equals_separate_runs_and_checkpoints_load_alone(kind, data, tmp_path):
     members = [m | dict(out_dir=tmp_path / f"m{k}") for k, m in enumerate(GRIDS[kind])]
-    res = fit_ensemble(members, MODEL, data, cfg())
+    res = fit_ensemble(run_specs(members, MODEL, cfg()), data)
     for m, r in zip(members, res):
         alone = separate(m, data, cfg())
         assert r["status"] == "ok" and r["steps"] == 10 and r["mode"] == "eager"
@@ -89,8 +89,8 @@ def test_ensemble_equals_separate_runs_and_checkpoints_load_alone(kind, data, tm
 
 def test_ensemble_resumes_from_member_checkpoints(data, tmp_path):
     members = [m | dict(out_dir=tmp_path / f"m{k}") for k, m in enumerate(GRIDS["adversarial"][:2])]
-    fit_ensemble(members, MODEL, data, cfg(steps=6, log_every=3))
-    res = fit_ensemble(members, MODEL, data, cfg(steps=12, log_every=3))   # resumes at step 6
+    fit_ensemble(run_specs(members, MODEL, cfg(steps=6, log_every=3)), data)
+    res = fit_ensemble(run_specs(members, MODEL, cfg(steps=12, log_every=3)), data)   # resumes at step 6
     for m, r in zip(members, res):
         alone = separate(m, data, cfg(steps=12, log_every=3))
         assert_same_weights(r["trainer"].model, alone.model)
@@ -103,7 +103,7 @@ def test_ensemble_resumes_from_member_checkpoints(data, tmp_path):
 def test_nan_stops_only_its_member(data, tmp_path):
     members = [m | dict(out_dir=tmp_path / f"m{k}") for k, m in enumerate(GRIDS["adversarial"])]
     sampler = SingleSampler(data, device="cpu")
-    ens = Ensemble([build_run(m, MODEL, sampler, cfg(), data=data) for m in members])
+    ens = Ensemble([build_run(run_specs([m], MODEL, cfg())[0], sampler, data=data) for m in members])
     with torch.no_grad(): ens.params["model.encoder.fc.2.bias"][1, 0] = float("nan")
     with pytest.warns(UserWarning, match=r"member 1 \(factor_vae.*seed 7\): term 'loss' is nan at step 0"):
         ens.fit()
@@ -112,7 +112,7 @@ def test_nan_stops_only_its_member(data, tmp_path):
     assert len(s[1]["history"]) == 0 and s[1]["checkpoint"] is None and not (tmp_path / "m1" / "checkpoint").exists()
     for k in (0, 2):
         assert_same_weights(load_model(tmp_path / f"m{k}" / "checkpoint", device="cpu"), separate(members[k], data, cfg()).model)
-    ens2 = Ensemble([build_run({**m, "out_dir": None}, MODEL, sampler, cfg(), data=data) for m in members],
+    ens2 = Ensemble([build_run(run_specs([{**m, "out_dir": None}], MODEL, cfg())[0], sampler, data=data) for m in members],
                            on_nan="raise")
     with torch.no_grad(): ens2.params["model.encoder.fc.2.bias"][2, 0] = float("inf")
     with pytest.raises(NonFiniteLossError, match=r"member 2 \(factor_vae"): ens2.fit()
@@ -120,7 +120,7 @@ def test_nan_stops_only_its_member(data, tmp_path):
 
 def test_captured_step_on_cpu_warns_once_and_equals_trainer(data):
     m = GRIDS["adversarial"][1]
-    t = build_run(m, MODEL, SingleSampler(data, device="cpu"), cfg(), data=data)
+    t = build_run(run_specs([m], MODEL, cfg())[0], SingleSampler(data, device="cpu"), data=data)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         cs = CapturedStep(t).fit()
@@ -143,28 +143,28 @@ def test_random_replay_rejects_unsupported_draws():
 
 def test_members_that_cannot_share_an_ensemble(data):
     s = SingleSampler(data, device="cpu")
-    a = build_run(GRIDS["adversarial"][0], MODEL, s, cfg(), data=data)
-    b = build_run({**GRIDS["adversarial"][1], "params": dict(gamma=10.0, disc_lr=1e-3, **DISC)}, MODEL, s, cfg(), data=data)
+    a = build_run(run_specs([GRIDS["adversarial"][0]], MODEL, cfg())[0], s, data=data)
+    b = build_run(run_specs([{**GRIDS["adversarial"][1], "params": dict(gamma=10.0, disc_lr=1e-3, **DISC)}], MODEL, cfg())[0], s, data=data)
     with pytest.raises(ConfigMismatchError, match="aux optimizers"): Ensemble([a, b])
-    c = build_run(GRIDS["mws"][0], MODEL, s, cfg(), data=data)
-    d = build_run({**GRIDS["mws"][1], "params": dict(beta=6.0, dataset_size=N_DATA, estimator="mss")}, MODEL, s, cfg(),
-                         data=data)
+    c = build_run(run_specs([GRIDS["mws"][0]], MODEL, cfg())[0], s, data=data)
+    d = build_run(run_specs([{**GRIDS["mws"][1], "params": dict(beta=6.0, dataset_size=N_DATA, estimator="mss")}], MODEL, cfg())[0], s, data=data)
     with pytest.raises(ConfigMismatchError, match="estimator"): Ensemble([c, d])
-    with pytest.raises(InputError, match="unknown key"): fit_ensemble([dict(objective="vae", beta=2)], MODEL, data, cfg())
-    assert ensemble_key(GRIDS["plain"][0]) == ensemble_key(GRIDS["plain"][2])
-    assert ensemble_key(GRIDS["plain"][0]) != ensemble_key(GRIDS["adversarial"][0])
+    with pytest.raises(InputError, match="unknown key"): fit_ensemble(run_specs([dict(objective="vae", beta=2)], MODEL, cfg()), data)
+    key = lambda m: ensemble_key(run_specs([m], MODEL, cfg())[0])
+    assert key(GRIDS["plain"][0]) == key(GRIDS["plain"][2])
+    assert key(GRIDS["plain"][0]) != key(GRIDS["adversarial"][0])
 
 
-def test_fit_groups_keeps_order(data):
+def test_fit_keeps_order(data):
     runs = [GRIDS["plain"][0], GRIDS["mws"][0], GRIDS["plain"][1]]
-    res = fit_groups(runs, MODEL, data, cfg(steps=4, log_every=2))
+    res = fit(run_specs(runs, MODEL, cfg(steps=4, log_every=2)), data)
     assert [r["objective"] for r in res] == ["beta_vae", "beta_tcvae", "beta_vae"]
     assert [r["seed"] for r in res] == [0, 3, 1] and all(r["status"] == "ok" for r in res)
 
 
 def test_fast_rng_trains_and_differs_from_exact(data):
-    exact = fit_ensemble(GRIDS["plain"][:2], MODEL, data, cfg(steps=4, log_every=2))
-    fast = fit_ensemble(GRIDS["plain"][:2], MODEL, data, cfg(steps=4, log_every=2), rng="fast")
+    exact = fit_ensemble(run_specs(GRIDS["plain"][:2], MODEL, cfg(steps=4, log_every=2)), data)
+    fast = fit_ensemble(run_specs(GRIDS["plain"][:2], MODEL, cfg(steps=4, log_every=2)), data, rng="fast")
     assert all(r["status"] == "ok" for r in fast)
     assert not torch.allclose(torch.tensor(exact[1]["history"].values), torch.tensor(fast[1]["history"].values))
 
@@ -172,7 +172,7 @@ def test_fast_rng_trains_and_differs_from_exact(data):
 def test_grouped_and_vmapped_convolutions_train_the_same_members(data):
     "The members' convolutions as one grouped channels-last convolution (the default) or by vmap's own rule: one training."
     def run(convs):
-        ts = [build_run(m, MODEL, SingleSampler(data, device="cpu"), cfg(steps=6, log_every=3), data=data)
+        ts = [build_run(run_specs([m], MODEL, cfg(steps=6, log_every=3))[0], SingleSampler(data, device="cpu"), data=data)
               for m in GRIDS["adversarial"][:2]]
         ens = Ensemble(ts, precision="fp32", convs=convs)
         assert ens.convs == (convs or "vmap")
@@ -182,11 +182,11 @@ def test_grouped_and_vmapped_convolutions_train_the_same_members(data):
     torch.testing.assert_close(hg, hv, rtol=1e-4, atol=1e-4)
     # two kernels: each weight tensor within a quarter of how far training moved it (see training_checks)
     init = {n: p.detach().clone() for n, p in Ensemble(
-        [build_run(m, MODEL, SingleSampler(data, device="cpu"), cfg(), data=data) for m in GRIDS["adversarial"][:2]]).params.items()}
+        [build_run(run_specs([m], MODEL, cfg())[0], SingleSampler(data, device="cpu"), data=data) for m in GRIDS["adversarial"][:2]]).params.items()}
     for n in wg:
         assert (wg[n] - wv[n]).norm() <= 0.25 * (wv[n] - init[n]).norm() + 1e-6, n
         assert torch.equal(w0[n], wv[n]), n                        # the CPU default is vmap's rule
-    ts = [build_run(GRIDS["plain"][0], MODEL, SingleSampler(data, device="cpu"), cfg(), data=data)]
+    ts = [build_run(run_specs([GRIDS["plain"][0]], MODEL, cfg())[0], SingleSampler(data, device="cpu"), data=data)]
     with pytest.raises(InputError, match="convs: expected 'grouped' or 'vmap'"): Ensemble(ts, convs="fast")
 
 
@@ -201,7 +201,7 @@ def test_captured_equals_eager_on_cuda(kind, precision, data):
     config = cfg(steps=20, log_every=10, device="cuda", batch_size=32)
     out = {}
     for capture in (False, True):
-        t = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
+        t = build_run(run_specs([m], MODEL, config)[0], SingleSampler(data, device="cuda"), data=data)
         out[capture] = CapturedStep(t, capture=capture, precision=precision).fit()
     assert out[True].mode == "captured" and out[False].mode == "eager"
     assert_same_training(out[False].trainer.model, out[True].trainer.model, initial_weights(m, data, config))
@@ -216,7 +216,7 @@ def test_eager_and_captured_runs_save_on_cuda(data, tmp_path):
     config = cfg(steps=4, log_every=2, device="cuda")
     for capture in (False, True):
         m = GRIDS["adversarial"][0] | dict(out_dir=tmp_path / f"c{int(capture)}")
-        t = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
+        t = build_run(run_specs([m], MODEL, config)[0], SingleSampler(data, device="cuda"), data=data)
         CapturedStep(t, capture=capture, precision="bf16").fit()
         assert (m["out_dir"] / "checkpoint").exists()
         load_checkpoint(m["out_dir"] / "checkpoint")
@@ -225,10 +225,10 @@ def test_eager_and_captured_runs_save_on_cuda(data, tmp_path):
 @cuda
 def test_captured_ensemble_equals_separate_runs_on_cuda(data):
     config = cfg(steps=20, log_every=10, device="cuda", batch_size=32, amp=False)
-    res = fit_ensemble(GRIDS["adversarial"], MODEL, data, config, capture=True, precision="fp32")
+    res = fit_ensemble(run_specs(GRIDS["adversarial"], MODEL, config), data, capture=True, precision="fp32")
     assert all(r["mode"] == "captured" for r in res)
     for m, r in zip(GRIDS["adversarial"], res):
-        t = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data)
+        t = build_run(run_specs([m], MODEL, config)[0], SingleSampler(data, device="cuda"), data=data)
         torch.backends.cudnn.allow_tf32 = False
         try: t.fit()
         finally: torch.backends.cudnn.allow_tf32 = True
@@ -254,7 +254,7 @@ def test_bf16_ensembles_replay_their_draws_without_falling_back(objective, data,
     members = [dict(objective=objective, params=params, seed=s) for s in (0, 1)]
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*one by one.*")
-        res = fit_groups(members, MODEL, data, cfg(steps=3, log_every=1))
+        res = fit(run_specs(members, MODEL, cfg(steps=3, log_every=1)), data)
     assert all("fallback" not in r and r["members"] == 2 for r in res), [r.get("fallback") for r in res]
     assert all(torch.isfinite(torch.tensor(r["history"]["loss"].to_numpy())).all() for r in res)
 
@@ -265,10 +265,10 @@ def test_a_fallback_to_single_models_is_never_silent(data, monkeypatch):
     monkeypatch.setattr(fit_module, "fit_ensemble", refuse)
     members = [dict(objective="beta_vae", seed=s) for s in (0, 1)]
     with pytest.warns(UserWarning, match="one by one"):
-        res = fit_groups(members, MODEL, data, cfg(steps=2, log_every=1))
+        res = fit(run_specs(members, MODEL, cfg(steps=2, log_every=1)), data)
     assert all(r["fallback"].startswith("ensemble -> single models") for r in res)
     with pytest.raises(CaptureError, match="forbids the fallback"):
-        fit_groups(members, MODEL, data, cfg(steps=2, log_every=1), strict=True)
+        fit(run_specs(members, MODEL, cfg(steps=2, log_every=1)), data, strict=True)
 
 
 def test_a_failed_capture_restores_the_stream_and_falls_back(monkeypatch):

@@ -10,7 +10,7 @@ from torch import nn
 
 import disentbook  # noqa: F401  (registers every objective)
 from disentbook.training.captured import CapturedStep, CaptureError
-from disentbook.training.fit import fit_ensemble, fit_groups, fit_single
+from disentbook.training.fit import fit_ensemble, fit, fit_single
 from disentbook.training.groups import ensemble_key
 from disentbook.core import REPRODUCTIONS, ConfigMismatchError, InputError, make_generator
 from disentbook.data.base import LabelledImages
@@ -24,7 +24,7 @@ from disentbook.repro.harness import register_reproduction, reproduction_jobs
 from disentbook.repro.runs import HARNESS_OPTIONS, group_jobs, train_ensembles
 from disentbook.training.config import TrainConfig, precision_flags
 import disentbook.training.trainer as trainer_module
-from disentbook.training.run import model_spec, build_run
+from disentbook.training.run import model_spec, build_run, run_specs
 from disentbook.training.replay import HostReadError, NoHostReads, step_support
 from disentbook.training.checkpoints import write_checkpoint
 from disentbook.training.ensemble import Ensemble, StaticHparamError
@@ -106,7 +106,7 @@ def cfg(**kw):
 
 
 def run(member, data, config=None):
-    return build_run(member, MODEL, SingleSampler(data, device="cpu"), config or cfg(), data=data)
+    return build_run(run_specs([member], MODEL, config or cfg())[0], SingleSampler(data, device="cpu"), data=data)
 
 
 def close_weights(a, b, atol=1e-3):
@@ -130,8 +130,8 @@ def test_dip_vae_lambda3_0_and_200_train_in_separate_ensembles(data):
     members = [dict(objective="dip_vae_ii", params=dict(lambda_od=5.0, lambda_3=l3), seed=s) for s, l3 in [(0, 0.0), (1, 200.0), (2, 0.0)]]
     with pytest.raises(StaticHparamError, match="lambda_3"):
         Ensemble([run(m, data) for m in members])
-    assert ensemble_key(members[0]) == ensemble_key(members[1])   # one key: the split comes from the probe
-    res = fit_groups(members, MODEL, data, cfg())
+    assert ensemble_key(run_specs(members, MODEL, cfg())[0]) == ensemble_key(run_specs(members, MODEL, cfg())[1])   # one key: the split comes from the probe
+    res = fit(run_specs(members, MODEL, cfg()), data)
     assert [r["members"] for r in res] == [2, 1, 2] and all(r["status"] == "ok" for r in res)
     assert "third" in res[1]["history"] and "third" not in res[0]["history"]
     for m, r in zip(members, res): close_weights(r["trainer"].model, run(m, data).fit().model)
@@ -139,7 +139,7 @@ def test_dip_vae_lambda3_0_and_200_train_in_separate_ensembles(data):
 
 def test_randperm_and_randint_are_replayed_per_member(data):
     members = [dict(objective="t_perm", params=dict(beta=b), seed=s) for s, b in [(0, 1.0), (1, 4.0)]]
-    res = fit_ensemble(members, MODEL, data, cfg())
+    res = fit_ensemble(run_specs(members, MODEL, cfg()), data)
     for m, r in zip(members, res):
         alone = run(m, data).fit()
         torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
@@ -149,7 +149,7 @@ def test_randperm_and_randint_are_replayed_per_member(data):
 def test_unvmappable_groups_train_as_single_models_and_only_they(data):
     members = [dict(objective="t_drop", params=dict(beta=1.0), seed=0), dict(objective="beta_vae", params=dict(beta=1.0), seed=1),
                dict(objective="t_drop", params=dict(beta=4.0), seed=2), dict(objective="beta_vae", params=dict(beta=4.0), seed=3)]
-    res = fit_groups(members, MODEL, data, cfg())
+    res = fit(run_specs(members, MODEL, cfg()), data)
     assert [r["members"] for r in res] == [1, 2, 1, 2]                   # the refusal is the dropout group's only
     assert all(r["mode"] == "eager" and "CUDA graphs need a CUDA device" in r["why"] for r in res)
     for m, r in zip(members, res): close_weights(r["trainer"].model, run(m, data).fit().model, atol=1e-5 if m["objective"] == "t_drop" else 1e-3)
@@ -183,10 +183,10 @@ def test_final_checkpoint_is_written_once(data, tmp_path, monkeypatch):
     real = write_checkpoint
     monkeypatch.setattr(trainer_module, "write_checkpoint", lambda path, *a, **k: (writes.append(str(path)), real(path, *a, **k))[1])
     m = dict(objective="beta_vae", params=dict(beta=1.0), seed=0, out_dir=tmp_path / "e")
-    fit_ensemble([m], MODEL, data, cfg(ckpt_every=3))             # steps 3 and 6, the last one periodic
+    fit_ensemble(run_specs([m], MODEL, cfg(ckpt_every=3)), data)             # steps 3 and 6, the last one periodic
     assert len(writes) == 2, writes
     writes.clear()
-    fit_single({**m, "out_dir": tmp_path / "s"}, MODEL, data, cfg(ckpt_every=3))
+    fit_single(run_specs([{**m, "out_dir": tmp_path / "s"}], MODEL, cfg(ckpt_every=3))[0], data)
     assert len(writes) == 2, writes
 
 
@@ -344,11 +344,11 @@ def test_captured_single_equals_eager_on_cuda(name, params, data):
     config = cfg(steps=12, device="cuda", amp=False)
     out = {}
     for capture in (False, True):
-        t = build_run(dict(objective=name, params=params, seed=3), MODEL, SingleSampler(data, device="cuda"), config, data=data)
+        t = build_run(run_specs([dict(objective=name, params=params, seed=3)], MODEL, config)[0], SingleSampler(data, device="cuda"), data=data)
         out[capture] = CapturedStep(t, capture=capture, precision="fp32").fit()
     assert out[True].mode == "captured" and out[False].mode == "eager"
     m = dict(objective=name, params=params, seed=3)
-    init = build_run(m, MODEL, SingleSampler(data, device="cuda"), config, data=data).model.state_dict()
+    init = build_run(run_specs([m], MODEL, config)[0], SingleSampler(data, device="cuda"), data=data).model.state_dict()
     assert_same_training(out[False].trainer.model, out[True].trainer.model, init)
     # measured on an H100 (annealed_vae, every step logged): the first step's terms equal, the rest within 6e-5 (relative)
     torch.testing.assert_close(torch.tensor(out[False].history().values), torch.tensor(out[True].history().values), rtol=5e-4, atol=1e-3)
@@ -357,17 +357,17 @@ def test_captured_single_equals_eager_on_cuda(name, params, data):
 @cuda
 def test_captured_ensemble_with_a_device_step_counter_on_cuda(data):
     members = [dict(objective="annealed_vae", params=dict(iteration_threshold=10, gamma=g), seed=s) for s, g in [(0, 10.0), (1, 100.0)]]
-    res = fit_ensemble(members, MODEL, data, cfg(steps=12, device="cuda", amp=False), precision="fp32", strict=True)
+    res = fit_ensemble(run_specs(members, MODEL, cfg(steps=12, device="cuda", amp=False)), data, precision="fp32", strict=True)
     assert all(r["mode"] == "captured" for r in res)
     for m, r in zip(members, res):
-        t = build_run(m, MODEL, SingleSampler(data, device="cuda"), cfg(steps=12, device="cuda", amp=False), data=data)
+        t = build_run(run_specs([m], MODEL, cfg(steps=12, device="cuda", amp=False))[0], SingleSampler(data, device="cuda"), data=data)
         with precision_flags("fp32", "cuda"): t.fit()
         close_weights(r["trainer"].model, t.model, atol=1e-3)
 
 
 @cuda
 def test_strict_refuses_eager_on_cuda(data):
-    t = build_run(dict(objective="t_host", params={}), MODEL, SingleSampler(data, device="cuda"), cfg(device="cuda"), data=data)
+    t = build_run(run_specs([dict(objective="t_host", params={})], MODEL, cfg(device="cuda"))[0], SingleSampler(data, device="cuda"), data=data)
     with pytest.raises(CaptureError, match="item"): CapturedStep(t, capture=None, strict=True)
 
 
@@ -379,9 +379,9 @@ def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume
     sampler = lambda device: PairSampler(small, k="random", nuisance=["posX", "posY", "orientation"], warmup_steps=4, device=device)
     model, c = dict(kind="vae", image_size=64, channels=1, latent_dim=4, hidden=32), cfg(steps=6, log_every=2)
     members = [dict(objective="ada_gvae", params=dict(beta=b), seed=s) for s, b in [(0, 1.0), (1, 2.0)]]
-    res = fit_ensemble(members, model, small, c, sampler=sampler)
+    res = fit_ensemble(run_specs(members, model, c), small, sampler=sampler)
     for m, r in zip(members, res):
-        alone = build_run(m, model, sampler("cpu"), c, data=small).fit()
+        alone = build_run(run_specs([m], model, c)[0], sampler("cpu"), data=small).fit()
         assert r["trainer"].sampler.step == alone.sampler.step == 6          # its own sampler: 6 draws
         cols = [k for k in alone.history if k != "n_shared"]                 # a count: float noise may flip one pair
         # the vmapped and the separate step sum in different orders: the KL (about 0.1) differs by up to 1.6e-4 (measured,
@@ -389,8 +389,8 @@ def test_a_scheduled_pair_sampler_follows_the_step_in_ensembles_and_after_resume
         torch.testing.assert_close(torch.tensor(r["history"][cols].values), torch.tensor(alone.history[cols].values), rtol=1e-4, atol=1e-3)
     # resumed at step 3 (a fresh sampler, step 0): the next draw is step 3's
     m = {**members[0], "out_dir": tmp_path / "r"}
-    build_run(m, model, sampler("cpu"), cfg(steps=3, log_every=3), data=small).fit()
-    t = build_run(m, model, sampler("cpu"), c, data=small)
+    build_run(run_specs([m], model, cfg(steps=3, log_every=3))[0], sampler("cpu"), data=small).fit()
+    t = build_run(run_specs([m], model, c)[0], sampler("cpu"), data=small)
     t.draw(); assert t.sampler.step == 4 and t.step == 3
 
 
@@ -425,7 +425,7 @@ def tb():
 
 
 def _crun(name, tb, seed=0, **params):
-    return build_run(dict(objective=name, params=params, seed=seed), CMODEL, tb(), cfg(batch_size=8))
+    return build_run(run_specs([dict(objective=name, params=params, seed=seed)], CMODEL, cfg(batch_size=8))[0], tb())
 
 
 @pytest.mark.parametrize("name", ["contrastive_vae", "contrastive_w2_dirac", "cvae"])
@@ -448,7 +448,7 @@ def test_contrastive_steps_are_capturable_their_w2_monitored_outside_the_step(na
     ref = ot.emd2(torch.full((n,), 1 / n).double().numpy(), torch.full((n,), 1 / n).double().numpy(), ot.dist(zx, zy))
     assert h["w2"].iloc[-1] == pytest.approx(ref, rel=1e-5)
     # monitoring changes nothing in training: the same run without it has the same weights and step terms
-    u = build_run(dict(objective=name, params=dict(monitor_w2=False), seed=0), CMODEL, tb(), cfg(batch_size=8)).fit()
+    u = build_run(run_specs([dict(objective=name, params=dict(monitor_w2=False), seed=0)], CMODEL, cfg(batch_size=8))[0], tb()).fit()
     assert "w2" not in u.history.columns
     torch.testing.assert_close(torch.tensor(u.history.values), torch.tensor(h.drop(columns="w2").values))
     close_weights(t.model, u.model, atol=0)
@@ -480,9 +480,9 @@ def test_contrastive_w2_prepared_plan_gives_the_eager_step_and_reads_nothing_bac
 
 def test_contrastive_ensemble_with_monitored_w2_equals_separate_runs(tb):
     members = [dict(objective="contrastive_w2_dirac", params=dict(dirac_weight=w), seed=s) for s, w in [(0, 1.0), (1, 3.0)]]
-    res = fit_ensemble(members, CMODEL, None, cfg(batch_size=8), sampler=tb)
+    res = fit_ensemble(run_specs(members, CMODEL, cfg(batch_size=8)), None, sampler=tb)
     for m, r in zip(members, res):
-        alone = build_run(m, CMODEL, tb(), cfg(batch_size=8)).fit()
+        alone = build_run(run_specs([m], CMODEL, cfg(batch_size=8))[0], tb()).fit()
         assert list(r["history"].columns) == list(alone.history.columns) and r["history"].columns[-1] == "w2"
         torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
 
@@ -494,12 +494,12 @@ def test_vfae_group_mmd_is_vmapped_and_captured_and_equals_separate_runs():
     model = dict(kind="vae", image_size=28, channels=3, latent_dim=16, hidden=16)
     members = [dict(objective="vfae", params=dict(nuisance_sizes=[6.0, 3.0]), seed=s) for s in (0, 1)]
     sampler = lambda device: PairSampler(small, k=(1, 2), device=device)
-    t = build_run(members[0], model, sampler("cpu"), cfg(batch_size=8), data=small)
+    t = build_run(run_specs([members[0]], model, cfg(batch_size=8))[0], sampler("cpu"), data=small)
     s = step_support(t)
     assert s["vmap"] and s["capture"], s
-    res = fit_ensemble(members, model, small, cfg(batch_size=8), sampler=sampler)
+    res = fit_ensemble(run_specs(members, model, cfg(batch_size=8)), small, sampler=sampler)
     for m, r in zip(members, res):
-        alone = build_run(m, model, sampler("cpu"), cfg(batch_size=8), data=small).fit()
+        alone = build_run(run_specs([m], model, cfg(batch_size=8))[0], sampler("cpu"), data=small).fit()
         torch.testing.assert_close(torch.tensor(r["history"].values), torch.tensor(alone.history.values), rtol=1e-4, atol=1e-4)
 
 
@@ -509,7 +509,7 @@ def test_contrastive_w2_host_stage_is_captured_on_cuda(tb):
     config = cfg(steps=12, batch_size=8, device="cuda", amp=False)
     out = {}
     for capture in (False, True):
-        t = build_run(dict(objective="contrastive_w2", seed=3), CMODEL, tb("cuda"), config)
+        t = build_run(run_specs([dict(objective="contrastive_w2", seed=3)], CMODEL, config)[0], tb("cuda"))
         out[capture] = CapturedStep(t, capture=capture, precision="fp32", strict=capture).fit()
     assert out[True].mode == "captured" and out[True].capture_error is None and out[False].mode == "eager"
     a, b = (torch.tensor(out[c].history()[["loss", "w2"]].values) for c in (False, True))

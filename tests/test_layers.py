@@ -233,3 +233,29 @@ def test_no_module_lists_what_it_imports():
 def test_the_listed_import_scan_sees_what_it_looks_for(tmp_path, monkeypatch):
     fake_package(tmp_path, monkeypatch, {"a.py": "y = 2\n", "b.py": "from .a import y\n__all__ = ['y', 'z']\nz = 3\n"})
     assert listed_imports() == ["b: y"]
+
+
+# one place builds a run, one trains it: a Trainer is constructed in `training.run.build_run` (and by `Trainer.resume`,
+# in the module that defines it), an Ensemble or a CapturedStep in `training.fit`
+BUILDERS = {"Trainer": {"training.run", "training.trainer"}, "Ensemble": {"training.fit"}, "CapturedStep": {"training.fit"}}
+
+
+def constructions() -> list[str]:
+    "'module: Name' for every call of a run class outside the module allowed to construct it."
+    bad = []
+    for name, f in modules().items():
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not isinstance(node, ast.Call): continue
+            fn = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else None
+            if fn in BUILDERS and name not in BUILDERS[fn]: bad.append(f"{name}: {fn}(...)")
+    return sorted(bad)
+
+
+def test_runs_are_built_in_one_place():
+    assert not constructions(), constructions()
+
+
+def test_the_construction_scan_sees_one(tmp_path, monkeypatch):
+    fake_package(tmp_path, monkeypatch, {"training/__init__.py": "", "training/run.py": "t = Trainer(1)\n",
+                                         "repro/__init__.py": "", "repro/x.py": "import m\nm.Ensemble([])\nTrainer(2)\n"})
+    assert constructions() == ["repro.x: Ensemble(...)", "repro.x: Trainer(...)"]

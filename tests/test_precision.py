@@ -140,6 +140,7 @@ def test_cpu_ensemble_trains_bf16_where_its_trainers_would(native):
     "The engine's vmapped ensemble autocasts on CPUs too: on a CPU with native bf16 it computes as its Trainers would."
     import disentbook  # noqa: F401  (registers every objective)
     from disentbook.training.fit import fit_ensemble
+    from disentbook.training.run import run_specs
     from disentbook.data.base import LabelledImages
     native(True)
     g = torch.Generator().manual_seed(0)
@@ -150,9 +151,9 @@ def test_cpu_ensemble_trains_bf16_where_its_trainers_would(native):
     config = TrainConfig(steps=2, batch_size=8, lr=1e-3, log_every=1, device="cpu", progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")                       # no fallback, no warning
-        res = fit_ensemble(members, model, data, config)
+        res = fit_ensemble(run_specs(members, model, config), data)
         assert all(r["precision"] == "bf16" and r["precision_fallback"] is None for r in res)
-        res = fit_ensemble(members, model, data, TrainConfig.from_dict(config.to_dict() | dict(precision="fp32")))
+        res = fit_ensemble(run_specs(members, model, TrainConfig.from_dict(config.to_dict() | dict(precision="fp32"))), data)
     assert all(r["precision"] == "fp32" and r["precision_fallback"] is None for r in res)
     from disentbook.repro.runs import engine_record
     assert engine_record(dict(res[0], mode="eager", members=2, precision_fallback="bf16 -> fp32: x"), "")["fallback"]

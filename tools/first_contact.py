@@ -58,6 +58,7 @@ def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: 
     import disentbook  # noqa: F401  (registers everything)
     from disentbook.training.captured import CapturedStep
     from disentbook.training.fit import fit_ensemble, fit_single
+    from disentbook.training.run import run_specs
     from disentbook.training.replay import NotReplayableError
     from disentbook.jobs import make_sampler
     from disentbook.training.config import TrainConfig
@@ -76,14 +77,12 @@ def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: 
         try:
             members = [dict(objective=name, params={}, seed=s, out_dir=tmp / f"{what}-{s}") for s in (0, 1)]
             if what == "ensemble":
-                try: res = fit_ensemble(members, model_config, data, config, device=device, precision=precision,
-                                          strict=True, sampler=sampler)
+                try: res = fit_ensemble(run_specs(members, model_config, config), data, device=device, precision=precision, strict=True, sampler=sampler)
                 except NotReplayableError as e:   # as the harness plans it: its runs train as captured singles
                     rec[what] = dict(status="ok", mode="not vmappable", why=_first_line(e), seconds=round(time.perf_counter() - t0, 2))
                     continue
             else:
-                res = [fit_single(members[0], model_config, data, config, device=device, capture=True,
-                                         precision=precision, strict=True, sampler=sampler)]
+                res = [fit_single(run_specs([members[0]], model_config, config)[0], data, device=device, capture=True, precision=precision, strict=True, sampler=sampler)]
             if device.startswith("cuda"): torch.cuda.synchronize()
             loss = [float(r["final"].get("loss", float("nan"))) for r in res]
             bad = [r.get("status") for r in res if r.get("status") != "ok"] or \

@@ -4,25 +4,25 @@
 
 # %% ../../nbs/08f_runs.ipynb #f16e2880
 from __future__ import annotations
-import importlib.util, inspect, json, math, shutil
+import dataclasses, importlib.util, inspect, json, math, shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
-from ..core import InputError, NonFiniteLossError, active_time, in_test, seed_everything, write_json
+from ..core import InputError, NonFiniteLossError, active_time, in_test, write_json
 from ..data.samplers import SingleSampler
 from ..nets import VAE
 from ..objectives.base import OBJECTIVES, make_objective
 from ..training.config import TrainConfig
-from ..training.trainer import Trainer
+from ..training.run import RunSpec, build_run
 from ..eval.viz import history_figure, save_figure
 from .declare import PAPERS, Paper
 
 # %% auto #0
 __all__ = ['HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'train_data', 'data_size', 'default_model', 'objective_params',
            'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'sampler_fn',
-           'build_trainer', 'train_run', 'train_group', 'setup_job', 'member_job', 'group_jobs', 'engine_record',
+           'build_trainer', 'train_run', 'train_group', 'setup_job', 'job_run', 'group_jobs', 'engine_record',
            'train_ensembles']
 
 # %% ../../nbs/08f_runs.ipynb #f9557783
@@ -118,23 +118,18 @@ def _precision(job: dict) -> str:
     return str(job.get("options", {}).get("precision") or "auto")
 
 def build_trainer(job: dict, steps: int | None = None, ckpt_every: int | None = None) -> tuple:
-    """(trainer, data, cfg) of one run: its data, model (seeded first), objective and sampler, and a `Trainer` writing to
-    the run's `train/` folder (or `job['out']`), resumed from its checkpoint when there is one. `steps` and `ckpt_every`
-    override the scale's (a learning curve trains one run to several lengths). The one place a reproduction run is built."""
-    paper, spec, seed = PAPERS[job["paper"]], job["spec"], int(job["seed"])
-    out = Path(job["out"]) if job.get("out") else run_dir(job["root"], job["dataset"], spec, seed) / "train"
-    cfg = run_cfg(job["cfg"], spec, job["dataset"])
+    """(trainer, data, cfg) of one run: its `RunSpec` (`job_run`) built by `training.run.build_run` (seeded, model,
+    objective, a `Trainer` writing to the run's `train/` folder or `job['out']`, resumed from its checkpoint when there
+    is one) with the paper's sampler. `steps` and `ckpt_every` override the scale's (a learning curve trains one run to
+    several lengths)."""
+    paper, cfg, data, model_config = setup_job(job)
     over = {**({"steps": int(steps)} if steps is not None else {}), **({"ckpt_every": int(ckpt_every)} if ckpt_every else {})}
     if over: cfg = dict(cfg, train={**cfg["train"], **over})
     dev = torch.device(job.get("device") or "cpu")
-    data = load_data(paper, job["dataset"], cfg, seed, job.get("options", {}))
-    seed_everything(seed)                                                 # before the model is built
-    model = (paper.model or default_model)(spec, data, cfg).to(dev)
-    objective = build_objective(spec, data, model, cfg)
-    sampler = sampler_fn(paper, data)(dev)
-    trainer = Trainer(model, objective, sampler, train_config(cfg, seed, dev, data, job.get("progress"), _precision(job)), out_dir=out)
-    if (out / "checkpoint").exists(): trainer.load(out / "checkpoint")   # exact resume of a cut-short run
-    return trainer, data, cfg
+    train = train_config(cfg, int(job["seed"]), dev, data, job.get("progress"), _precision(job))
+    run = job_run(job, cfg, model_config, train)
+    if job.get("out"): run = dataclasses.replace(run, out_dir=Path(job["out"]))
+    return build_run(run, sampler_fn(paper, data)(dev), data=train_data(data), device=dev), data, cfg
 
 def train_run(job: dict) -> dict:
     """Train (or reload, or resume) and evaluate one run in the eager `Trainer`. `job`: dict(paper, dataset, spec, seed,
@@ -219,30 +214,30 @@ def setup_job(job: dict) -> tuple:
         model_config = (paper.model or default_model)(job["spec"], data, cfg).config
     return paper, cfg, data, model_config
 
-def member_job(job: dict, cfg: dict) -> dict:
-    "The engine member of a job: objective, params (with the scale's objective settings), seed, name, out_dir."
-    return dict(objective=job["spec"]["objective"], params=objective_params(job["spec"], cfg), seed=int(job["seed"]),
-                name=f'{job["spec"]["slug"]}/seed{job["seed"]}',
-                out_dir=run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])) / "train")
+def job_run(job: dict, cfg: dict, model_config: dict, train: TrainConfig) -> RunSpec:
+    """The `RunSpec` of a job: objective, params (with the scale's objective settings), the model config, `train` with the
+    job's seed, its run folder's `train/` and a name (slug/seed)."""
+    return RunSpec(job["spec"]["objective"], objective_params(job["spec"], cfg), model_config,
+                   TrainConfig.from_dict(train.to_dict() | dict(seed=int(job["seed"]))),
+                   out_dir=run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])) / "train",
+                   name=f'{job["spec"]["slug"]}/seed{job["seed"]}')
 
 def _family(model_config: dict, objective) -> str:
     "Model family for throughput tables: 'conv<image size>_<model kind>', '_adv' when the objective trains aux nets."
     return f"conv{model_config.get('image_size', '?')}_{model_config.get('kind', 'model')}" + ("_adv" if len(objective.aux_nets) else "")
 
-def _probe(paper, cfg, data, model_config, members: list[dict], train: TrainConfig) -> tuple[dict, object]:
-    "`training.replay.step_support` of the first member on the CPU (batch <= 8), varying the float hyper-parameters the members differ in."
-    from disentbook.training.replay import quiet_rng
-    from disentbook.training.run import build_run
+def _probe(paper, data, runs: list[RunSpec]) -> tuple[dict, object]:
+    "`training.replay.step_support` of the first run on the CPU (batch <= 8), varying the float hyper-parameters the runs differ in."
+    from disentbook.training.replay import quiet_rng, step_support
     cpu = torch.device("cpu")
     with quiet_rng():
-        objs = [make_objective(m["objective"], **m["params"]) for m in members]
+        objs = [make_objective(r.objective, **r.params) for r in runs]
         vary = [n for n, v in vars(objs[0]).items() if isinstance(v, float) and not n.startswith("_")
                 and any(vars(o).get(n) != v for o in objs[1:])]
-        cfg1 = TrainConfig.from_dict(train.to_dict() | dict(steps=1, batch_size=min(train.batch_size, 8), device="cpu",
-                                                            progress=False, amp=False, precision="fp32"))   # the probe: fp32, whatever the runs ask
-        t = build_run({**members[0], "out_dir": None}, model_config, sampler_fn(paper, data)(cpu), cfg1,
+        t1 = TrainConfig.from_dict(runs[0].train.to_dict() | dict(steps=1, batch_size=min(runs[0].train.batch_size, 8), device="cpu",
+                                                                  progress=False, amp=False, precision="fp32"))   # the probe: fp32, whatever the runs ask
+        t = build_run(dataclasses.replace(runs[0], train=t1, out_dir=None), sampler_fn(paper, data)(cpu),
                       data=train_data(data), device=cpu, resume=False)
-        from disentbook.training.replay import step_support
         return step_support(t, vary=vary), t.objective
 
 def _predict(sup: dict, k: int, device: torch.device) -> tuple[str, str, bool]:
@@ -275,16 +270,17 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
         paper, cfg, data, model_config = setup_job(j)
         base = (j["paper"], j["dataset"], int(j["seed"]) if paper.seeded_data else None, str(device or j.get("device")),
                 json.dumps([model_config, cfg.get("train"), cfg.get("data")], sort_keys=True, default=str))
-        buckets.setdefault((base, ensemble_key(member_job(j, cfg))), []).append(i)
+        train = train_config(cfg, int(j["seed"]), torch.device(device or j.get("device") or "cpu"), data, False, _precision(j))
+        buckets.setdefault((base, ensemble_key(job_run(j, cfg, model_config, train))), []).append(i)
     groups = []
     for idx in buckets.values():
         j0 = jobs[idx[0]]
         paper, cfg, data, model_config = setup_job(j0)
         dev = torch.device(device or j0.get("device") or "cpu")
         train = train_config(cfg, int(j0["seed"]), dev, data, False, _precision(j0))
-        members = [member_job(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
-        sup, obj = _probe(paper, cfg, data, model_config, members, train)
-        parts = [[idx[k] for k in g] for g in split_static(members, sup["static"])] if sup["static"] else [idx]
+        runs = [job_run(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"]), model_config, train) for i in idx]
+        sup, obj = _probe(paper, data, runs)
+        parts = [[idx[k] for k in g] for g in split_static(runs, sup["static"])] if sup["static"] else [idx]
         for part in parts:
             n = max_members or len(part)
             for c in range(0, len(part), n):
@@ -318,7 +314,7 @@ def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[di
     CUDA an eager fallback — predicted, or a capture that fails — is an error unless the jobs' options say
     `allow_eager=true`. A refusal concerns its group only."""
     from disentbook.training.captured import CaptureError
-    from disentbook.training.fit import fit_groups, fit_single
+    from disentbook.training.fit import fit, fit_single
     res = [_pending(j) for j in jobs]
     todo = [i for i, r in enumerate(res) if r is None]
     groups = group_jobs([jobs[i] for i in todo], max_members)
@@ -335,16 +331,16 @@ def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[di
         paper, cfg, data, model_config = setup_job(j0)
         dev = torch.device(j0.get("device") or "cpu")
         tc = train_config(cfg, int(j0["seed"]), dev, data, j0.get("progress"), _precision(j0))
-        members = [member_job(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"])) for i in idx]
+        runs = [job_run(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"]), model_config, tc) for i in idx]
         kw = dict(device=dev, sampler=sampler_fn(paper, data), strict=strict and dev.type == "cuda")
         if g["vmap"]:
             t0 = active_time()
-            out = fit_groups(members, model_config, train_data(data), tc, max_members=max_members, **kw)
+            out = fit(runs, train_data(data), max_members=max_members, **kw)
             wall = [active_time() - t0] * len(out)
         else:
             out, wall = [], []
-            for m in members:
-                t0 = active_time(); out.append(fit_single(m, model_config, train_data(data), tc, capture=None, **kw))
+            for r in runs:
+                t0 = active_time(); out.append(fit_single(r, train_data(data), capture=None, **kw))
                 wall.append(active_time() - t0)
         for i, r, w in zip(idx, out, wall):
             if r["status"] != "ok": raise NonFiniteLossError(f"run {r['name']}: {r['error']}")

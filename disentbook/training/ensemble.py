@@ -112,7 +112,7 @@ class Ensemble(GraphStep):
         if self.support["static"]:
             raise StaticHparamError(f"the members differ in {self.support['static']}, which {t0.objective.name} reads in "
                                     "Python control flow (vmap cannot batch it): group the members by its value "
-                                    "(`training.fit.fit_groups` does)", self.support["static"])
+                                    "(`training.fit.fit` does)", self.support["static"])
         if not self.support["vmap"]:
             raise NotReplayableError(f"{t0.objective.name} cannot be vmapped: {self.support['host'] or self.support['replay']}"
                                      "; train its runs as captured single models (`training.captured.CapturedStep`)")
@@ -153,7 +153,7 @@ class Ensemble(GraphStep):
                      [(a, _settings(o)) for a, o in t0.aux_optimizers.items()] and "their settings (e.g. disc_lr) differ")]
             for name, d in what:
                 if d: raise ConfigMismatchError(f"member {k} cannot be trained with member 0 in one ensemble: {name} "
-                                                f"differ ({d}); train them in separate ensembles (see `training.fit.fit_groups`)")
+                                                f"differ ({d}); train them in separate ensembles (see `training.fit.fit`)")
             s0 = {n: p.shape for n, p in _Pair(t0.model, t0.objective).named_parameters()}
             s = {n: p.shape for n, p in _Pair(t.model, t.objective).named_parameters()}
             if s != s0: raise ConfigMismatchError(f"member {k} has other parameter shapes than member 0 (e.g. another "
