@@ -33,7 +33,7 @@ COURSE = [
     ("Start here", [("index", "overview"), ("exercises/00_explore_a_latent_space", "explorer")]),
     ("Foundations: the VAE from scratch", [("10_vae", "derivation"), ("11_vae_reproduction", "reproduction"),
                                            ("exercises/01_vae_exercises", "exercises")]),
-    ("Measuring disentanglement", [("20_metrics", "metrics"), ("21_scores", "metrics"), ("22_protocols", "metrics")]),
+    ("Measuring disentanglement", [("20_eval_metrics", "metrics"), ("21_eval_scores", "metrics"), ("22_eval_protocols", "metrics")]),
     ("DIP-VAE", [("30_dipvae", "derivation"), ("32_dipvae_metrics", "metrics"), ("31_dipvae_reproduction", "reproduction"),
                  ("exercises/02_dipvae_exercises", "exercises")]),
     ("TCWAE", [("40_tcwae", "derivation"), ("41_tcwae_reproduction", "reproduction"),
