@@ -187,6 +187,7 @@ def measure(name: str, root=None, model=None, data=None, metrics=None, gate: boo
     `repro.invariance.evaluate_invariance`). Entries `gate/...` are the tests of the card's gate (`check_gate`; left
     out with `gate=False`)."""
     from disentbook.eval import protocols, scores
+    from disentbook.eval.suite import ground_truth_scores
     card = pretrained_card(name, root)
     model = pretrained(name, root=root) if model is None else model
     data = evaluation_data(card) if data is None else data
@@ -195,9 +196,8 @@ def measure(name: str, root=None, model=None, data=None, metrics=None, gate: boo
         names = tuple(ev["metrics"] if metrics is None else metrics)
         unknown = sorted(set(names) - set(ev["metrics"]))
         if unknown: raise InputError(f"metrics: {unknown} are not on the card of {name!r} ({ev['metrics']})")
-        df = scores.evaluate(model, data, metrics=names, seed=ev["seed"], num_points=ev["num_points"],
-                             num_test=ev["num_test"], score_kwargs=ev["score_kwargs"])
-        out = {f"{r.metric}/{r.quantity}/{r.split}": float(r.value) for r in df.itertuples() if r.metric != "encode"}
+        rows = ground_truth_scores(model, data, names, ev["seed"], ev["num_points"], ev["num_test"], ev["score_kwargs"])
+        out = {f"{r['metric']}/{r['quantity']}/{r['split']}": r["value"] for r in rows}
         from disentbook.eval.viz import kl_per_dim
         x, _ = data.sample(ev["kl_images"], make_generator(ev["seed"]))
         out["kl_per_dim"] = [round(float(v), 6) for v in kl_per_dim(model, x)]

@@ -16,7 +16,7 @@ from ..data.grassy import ContrastiveData
 from . import protocols, scores
 
 # %% auto #0
-__all__ = ['GROUND_TRUTH_METRICS', 'SUITES', 'probe_features', 'suite_of', 'run_metrics', 'metrics_table']
+__all__ = ['GROUND_TRUTH_METRICS', 'SUITES', 'probe_features', 'suite_of', 'ground_truth_scores', 'run_metrics', 'metrics_table']
 
 # %% ../../nbs/23_eval_suite.ipynb #1dfe5fa7
 @torch.no_grad()
@@ -49,6 +49,19 @@ def suite_of(data) -> str:
     raise InputError(f"no metric suite for data of type {type(data).__name__}; suites: {', '.join(SUITES)}")
 
 
+def ground_truth_scores(model, data, metrics=GROUND_TRUTH_METRICS, seed: int = 0, num_points: int = 2000,
+                        num_test: int | None = None, score_kwargs: dict | None = None) -> list[dict]:
+    """The ground-truth suite: `metrics` of `scores.evaluate` (codes of `num_points` images, `num_test` held out; the
+    sampled scores' sizes `score_kwargs`, by default scaled to `num_points`) as rows: metric, quantity, split, value, n.
+    What `disentbook train` / `evaluate` report on dSprites and what a pretrained model's card records."""
+    n = int(num_points)
+    kw = score_kwargs if score_kwargs is not None else dict(batch_size=32, num_train=max(20, n // 10),
+                                                            num_eval=max(10, n // 20), num_variance_estimate=n)
+    df = scores.evaluate(model, data, metrics=tuple(metrics), seed=seed, num_points=n,
+                         num_test=max(2, n // 2) if num_test is None else num_test, score_kwargs=kw)
+    return [dict(metric=r.metric, quantity=r.quantity, split=r.split, value=float(r.value), n=int(r.n))
+            for r in df.itertuples() if r.metric != "encode"]
+
 def run_metrics(model, data, num_points: int = 2000, seed: int = 0, features=None) -> list[dict]:
     """The paper metrics for `data`, through `eval`, with small sample counts: MIG, DCI and the FactorVAE score on ground
     truth (dSprites); a linear probe and the reconstruction error on labelled digits; clustering accuracy and silhouette
@@ -69,13 +82,7 @@ def run_metrics(model, data, num_points: int = 2000, seed: int = 0, features=Non
         r = protocols.group_accuracy(class_labels(test, ft).numpy(), clf.predict((zt - m) / sd), group_ids(test, ft).numpy())
         return [dict(metric="class_probe", quantity=q, split="test", value=float(r[k]), n=len(xt))
                 for q, k in (("average_accuracy", "average"), ("worst_group_accuracy", "worst"))]
-    if kind == "ground_truth":
-        n = int(num_points)
-        df = scores.evaluate(model, data, metrics=GROUND_TRUTH_METRICS, seed=seed, num_points=n, num_test=max(2, n // 2),
-                             score_kwargs=dict(batch_size=32, num_train=max(20, n // 10), num_eval=max(10, n // 20),
-                                               num_variance_estimate=n))
-        return [dict(metric=r.metric, quantity=r.quantity, split=r.split, value=float(r.value), n=int(r.n))
-                for r in df.itertuples() if r.metric != "encode"]
+    if kind == "ground_truth": return ground_truth_scores(model, data, GROUND_TRUTH_METRICS, seed, num_points)
     if kind == "labelled":
         idx = torch.randperm(len(data), generator=g)[:num_points]
         x, y = data.images[idx], data.labels[idx].numpy()
