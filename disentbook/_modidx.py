@@ -2478,4 +2478,6 @@ d = { 'settings': { 'branch': 'main',
                                              'disentbook.training.trainer.device_rng_state': ( 'training_trainer.html#device_rng_state',
                                                                                                'disentbook/training/trainer.py'),
                                              'disentbook.training.trainer.monitor_names': ( 'training_trainer.html#monitor_names',
-                                                                                            'disentbook/training/trainer.py')}}}
+                                                                                            'disentbook/training/trainer.py'),
+                                             'disentbook.training.trainer.uses_channels_last': ( 'training_trainer.html#uses_channels_last',
+                                                                                                 'disentbook/training/trainer.py')}}}

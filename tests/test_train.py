@@ -518,3 +518,30 @@ def test_a_checkpoint_without_a_clock_record_keeps_saying_so(tmp_path):
     t = trainer(out_dir=tmp_path, steps=20, ckpt_every=10).load(ck)
     assert t.train_clock == "wall"
     t.fit(); assert json.loads((ck / "config.json").read_text())["train_clock"] == "wall"
+
+
+# ---------------------------------------------------------------- the conv layout a run trains in
+def test_channels_last_fp32_run_resumes_exactly_and_keeps_its_layout(tmp_path):
+    "A conv run asked to train channels-last in fp32 on a CPU: cut and resumed equals straight, bit for bit; the checkpoint"
+    " records the layout and a trainer built with the default (None) takes it from there; weights leave `fit` contiguous."
+    from disentbook.data.digits import load_digits
+    from disentbook.data.samplers import SingleSampler
+    from disentbook.nets import VAE
+    data = load_digits(n=64)
+    def build(cl, out=None, steps=8):
+        torch.manual_seed(0)
+        cfg = TrainConfig(steps=steps, batch_size=8, lr=1e-3, log_every=2, device="cpu", precision="fp32", progress=False,
+                          channels_last=cl)
+        return Trainer(VAE(28, 1, 3, hidden=16), make_objective("beta_vae", beta=4.0), SingleSampler(data, device="cpu"), cfg,
+                       out_dir=out)
+    straight = build(True)
+    assert straight.channels_last and not build(None).channels_last
+    straight.fit()
+    assert all(p.is_contiguous() for p in straight.model.parameters())       # after fit: the default layout again
+    cut = build(True, tmp_path / "a"); cut.fit(4); cut.save()
+    assert read_checkpoint_config(tmp_path / "a" / "checkpoint")["train"]["channels_last"] is True
+    resumed = build(None, tmp_path / "a").load(tmp_path / "a" / "checkpoint")  # the caller's default: the run's layout wins
+    assert resumed.channels_last and resumed.config.channels_last is True
+    resumed.fit()
+    for a, b in zip(straight.model.state_dict().values(), resumed.model.state_dict().values()): assert torch.equal(a, b)
+    pd.testing.assert_frame_equal(straight.history, resumed.history, check_exact=True)

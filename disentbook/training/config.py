@@ -45,6 +45,8 @@ class TrainConfig:
     amp: bool = True                         # False: fp32 whatever `precision` says (checkpoints of older versions)
     precision: str = "auto"                  # 'auto': bf16 where the device has it natively, else fp32; 'fp32'; 'bf16'
     grad_clip: float | None = None           # max global grad norm of the main update (logged as grad_norm)
+    channels_last: bool | None = None        # conv weights channels-last while training on a CPU: None as `precision` says
+                                             # (bf16: yes), True also in fp32 (faster on some CPUs), False never
     progress: bool = True                    # tqdm progress bar
 
     def __post_init__(self):
@@ -65,6 +67,8 @@ class TrainConfig:
         elif self.device is not None: self.device = str(self.device)
         for name in ("keep_ckpts", "amp", "progress"):
             if not isinstance(getattr(self, name), bool): bad.append(f"{name}={getattr(self, name)!r} (expected True or False)")
+        if self.channels_last is not None and not isinstance(self.channels_last, bool):
+            bad.append(f"channels_last={self.channels_last!r} (expected None, True or False)")
         if self.precision not in PRECISION_CHOICES:
             bad.append(f"precision={self.precision!r} (expected one of {', '.join(map(repr, PRECISION_CHOICES))})")
         if self.precision == "bf16" and self.amp is False:

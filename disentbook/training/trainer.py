@@ -4,7 +4,7 @@
 
 # %% ../../nbs/13b_training_trainer.ipynb #e30d7a2b
 from __future__ import annotations
-import contextlib, io, os, warnings
+import contextlib, dataclasses, io, os, warnings
 from pathlib import Path
 from typing import Callable
 
@@ -22,7 +22,7 @@ from .checkpoints import (FORMAT_VERSION, clean_run_dir, default_builder, json_c
                                     read_checkpoint_config, write_checkpoint)
 
 # %% auto #0
-__all__ = ['detached', 'device_rng_state', 'monitor_names', 'Trainer', 'check_batch']
+__all__ = ['detached', 'device_rng_state', 'uses_channels_last', 'monitor_names', 'Trainer', 'check_batch']
 
 # %% ../../nbs/13b_training_trainer.ipynb #5f2e0343
 def _set_trainable(params, flag: bool):
@@ -35,6 +35,14 @@ def detached(out: dict) -> dict:
 def device_rng_state(device: torch.device) -> torch.Tensor:
     "The state of the global generator that `torch.randn(..., device=device)` draws from."
     return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
+
+def uses_channels_last(config: TrainConfig, precision: str, device: torch.device) -> bool:
+    """Whether a trainer keeps its conv weights channels-last while it trains: only on a CPU, where oneDNN's convolutions
+    are fastest in that layout; `config.channels_last` None (the default, and every checkpoint written before the field)
+    as the precision says (bf16: yes, fp32: no), True or False as asked (`benchmarks/bench_channels_last.py` measures
+    fp32 on the machine at hand)."""
+    if device.type != "cpu": return False
+    return precision == "bf16" if config.channels_last is None else bool(config.channels_last)
 
 def monitor_names(objective, names: list[str]) -> list[str]:
     "The objective's monitored terms, logged after the step's own `names` (a name in both is an error)."
@@ -58,7 +66,7 @@ class Trainer:
         self.model, self.objective, self.sampler = model.to(self.device), objective.to(self.device), sampler
         # bf16 autocast where the hardware has it ('auto'); on a CPU the conv weights channels-last, oneDNN's fast layout
         self.precision, self.precision_reason = resolve_precision(c.precision, self.device, c.amp)
-        self.channels_last = self.precision == "bf16" and self.device.type == "cpu"
+        self.channels_last = uses_channels_last(c, self.precision, self.device)
         self.out_dir = None if out_dir is None else Path(out_dir)
         core.seed_everything(c.seed + 1)                      # reparameterisation noise, permutations, dropout
         self.generator = core.make_generator(c.seed, sdev)    # the data stream
@@ -336,4 +344,8 @@ def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
     self.train_seconds = ck["config"].get("train_seconds")    # None in checkpoints written before it was recorded
     self.train_clock = ck["config"].get("train_clock", "wall")  # older checkpoints: timed by the wall clock
     self.noise_state = (self.step, device_rng_state(self.device))
+    saved = ck["config"].get("train", {}).get("channels_last")         # the layout the run trained in: kept, so it resumes exactly
+    if saved != self.config.channels_last:
+        self.config = dataclasses.replace(self.config, channels_last=saved)
+        self.channels_last = uses_channels_last(self.config, self.precision, self.device)
     return self
