@@ -127,9 +127,7 @@ def build_trainer(job: dict, steps: int | None = None, ckpt_every: int | None = 
     if over: cfg = dict(cfg, train={**cfg["train"], **over})
     dev = torch.device(job.get("device") or "cpu")
     train = train_config(cfg, int(job["seed"]), dev, data, job.get("progress"), _precision(job))
-    run = job_run(job, cfg, model_config, train)
-    if job.get("out"): run = dataclasses.replace(run, out_dir=Path(job["out"]))
-    return build_run(run, sampler_fn(paper, data)(dev), data=train_data(data), device=dev), data, cfg
+    return build_run(job_run(job, cfg, model_config, train), sampler_fn(paper, data)(dev), data=train_data(data), device=dev), data, cfg
 
 def train_run(job: dict) -> dict:
     """Train (or reload, or resume) and evaluate one run in the eager `Trainer`. `job`: dict(paper, dataset, spec, seed,
@@ -216,10 +214,10 @@ def setup_job(job: dict) -> tuple:
 
 def job_run(job: dict, cfg: dict, model_config: dict, train: TrainConfig) -> RunSpec:
     """The `RunSpec` of a job: objective, params (with the scale's objective settings), the model config, `train` with the
-    job's seed, its run folder's `train/` and a name (slug/seed)."""
+    job's seed, its folder (`job['out']` when given, else its run folder's `train/`) and a name (slug/seed)."""
+    out = Path(job["out"]) if job.get("out") else run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])) / "train"
     return RunSpec(job["spec"]["objective"], objective_params(job["spec"], cfg), model_config,
-                   TrainConfig.from_dict(train.to_dict() | dict(seed=int(job["seed"]))),
-                   out_dir=run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])) / "train",
+                   TrainConfig.from_dict(train.to_dict() | dict(seed=int(job["seed"]))), out_dir=out,
                    name=f'{job["spec"]["slug"]}/seed{job["seed"]}')
 
 def _family(model_config: dict, objective) -> str:
