@@ -73,8 +73,9 @@ class RunSpec:
     @classmethod
     def from_dict(cls, d: dict) -> RunSpec:
         known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(d) - set(known)) if isinstance(d, dict) else None
-        if unknown is None or unknown: raise InputError(f"RunSpec.from_dict: unknown key(s) {unknown}; known: {', '.join(known)}")
+        if not isinstance(d, dict): raise InputError(f"RunSpec.from_dict: expected a dict, got {type(d).__name__}")
+        unknown = sorted(set(d) - set(known))
+        if unknown: raise InputError(f"RunSpec.from_dict: unknown key(s) {unknown}; known: {', '.join(known)}")
         return cls(**d)
 
 def run_specs(members: list[dict], model: dict, train: TrainConfig | dict) -> list[RunSpec]:
