@@ -16,7 +16,6 @@ sys.path.insert(0, str(ROOT)); sys.path.insert(0, str(ROOT / "benchmarks"))
 import torch
 
 import bench_gpu as BG
-
 from disentbook.core import cpu_name
 from disentbook.training.ensemble import Ensemble
 

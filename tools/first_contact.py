@@ -9,7 +9,7 @@ model it declares at the width the reproductions use (hidden 256), at bf16 and w
 slower path is an error, not a warning):
 
 - a vmapped ensemble of K = 2 members (seeds 0 and 1), captured as one CUDA graph where its step allows;
-- a single model through `CapturedStep`, captured;
+- a single model through `training.fit.fit_single` (a `CapturedStep`), captured;
 - each member saving its checkpoint at the end, as every run does.
 
 Each objective runs in a fresh process (a failed capture, a CUDA error or a hang cannot spoil the next one) under a
@@ -56,7 +56,6 @@ def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: 
     os.environ.setdefault("DISENTBOOK_OFFLINE", "1")
     import torch
     import disentbook  # noqa: F401  (registers everything)
-    from disentbook.training.captured import CapturedStep
     from disentbook.training.fit import fit_ensemble, fit_single
     from disentbook.training.run import run_specs
     from disentbook.training.replay import NotReplayableError
