@@ -62,9 +62,6 @@ class RunSpec:
     @property
     def seed(self) -> int: return self.train.seed
 
-    @property
-    def label(self) -> str: return self.name or f"{self.objective} {self.params} seed {self.seed}"
-
     def to_dict(self) -> dict:
         "Plain JSON-able dict (`from_dict` reads it back)."
         return dict(objective=self.objective, params=self.params, model=self.model, train=self.train.to_dict(),
