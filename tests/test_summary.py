@@ -1,6 +1,6 @@
 """`disentbook claims` (repro.summary): every claim of the committed reports in one table, the README's section kept in
 step with the reports, and the bad inputs as one-line errors."""
-import json, shutil
+import json, re, shutil
 from pathlib import Path
 
 import pytest
@@ -98,3 +98,18 @@ def test_index_command_rewrites_only_its_section(tmp_path, capsys):
     page.write_text("no markers")
     assert main(["claims", "--reports", str(tmp_path / "r"), "--index", str(page)]) == 2
     assert "index:start" in capsys.readouterr().err
+
+def test_every_figure_a_committed_report_lists_exists():
+    """Each path a committed report lists under "## Figures" is a file, its own or, for a report that evaluates another
+    report's runs again (`trained_in`), that report's copy; such a report holds no duplicate of a training file."""
+    from disentbook.repro.outdir import RUN_TRAINING
+    reports = sorted((ROOT / "reports").glob("*/report.md"))
+    assert len(reports) >= 10
+    for r in reports:
+        section = r.read_text().split("## Figures", 1)[-1].split("\n## ", 1)[0]
+        for f in re.findall(r"^- `([^`]+)`", section, flags=re.M):
+            assert (r.parent / f).is_file(), (r, f)
+        trained_in = json.loads((r.parent / "metrics.json").read_text()).get("trained_in")
+        if trained_in:
+            assert (r.parent / trained_in / "report.md").is_file(), r
+            assert not [p for name in RUN_TRAINING for p in r.parent.glob(f"runs/*/*/seed*/{name}")], r

@@ -31,6 +31,7 @@ class Context:
         self.notes: list[str] = []
         self._models: dict = {}
         self.references: dict = {}       # table -> row -> {metric: [untrained value per seed]} (`repro.reference`)
+        self.trained_in: str | None = None   # the report folder (relative to `out`) whose runs these are, evaluated again
 
     def row(self, spec: dict) -> str: return spec["row"] or spec["label"]
 

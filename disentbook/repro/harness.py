@@ -20,7 +20,7 @@ from .declare import Paper, Table, register_paper, scale_config, scale_seeds
 from .runs import HARNESS_OPTIONS, RUNNERS, run_dir, run_settings, train_group
 from .figures import Context
 from .report import UNKNOWN_ON_PAPER, paper_lookup, report_markdown, table_markdown, table_rows
-from .outdir import prepare_out, release_out
+from .outdir import located, prepare_out, release_out
 from .reference import PIXELS, measure_references, reference_metrics, with_references
 
 # %% auto #0
@@ -157,6 +157,9 @@ def rejudge(paper: Paper, out_dir) -> dict:
     try:
         ctx = Context(paper, m["scale"], m["config"], out, "cpu", m["options"], [int(s) for s in m["seeds"]])
         ctx.results, ctx.skipped = m["results"], dict(m.get("skipped") or {})
+        ctx.trained_in = m.get("trained_in")                            # runs trained in another report (`share_training`)
+        if ctx.trained_in and not (out / ctx.trained_in).is_dir():
+            raise InputError(f"{f} says its runs trained in {ctx.trained_in}, which is not a folder beside it")
         ctx.references = dict(m.get("references") or {})              # measured when missing (no training)
         ctx.options["references"] = "here"                              # those a call left for later too
         for t in paper.tables:
@@ -170,7 +173,8 @@ def rejudge(paper: Paper, out_dir) -> dict:
         first = m.get("rejudged", {}).get("trained") or f"the runs of this folder ({m.get('seconds', float('nan')):.0f} s)"
         ctx.notes = [n for n in m.get("notes", []) if not str(n).startswith("Re-judged")]
         note = f"Re-judged {when} by `rejudge` from {first}: nothing retrained, figures kept as drawn then."
-        return _finish(ctx, float(m.get("train_seconds", float("nan"))), 0.0, figures=m.get("figures", []),
+        figs = [g for g in m.get("figures", []) if located(out, g, ctx.trained_in)]   # a figure not brought back is not listed
+        return _finish(ctx, float(m.get("train_seconds", float("nan"))), 0.0, figures=figs,
                        seconds=float(m.get("seconds", float("nan"))), extra=dict(rejudged=dict(when=when, trained=first)),
                        header=" ".join([note, *map(str, ctx.notes)]))
     finally:
@@ -236,7 +240,7 @@ def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None 
                    options={k: v for k, v in ctx.options.items() if _jsonable(v)},
                    results=ctx.results, references=ctx.references, table=rows, claims=claims, learned=gates,
                    skipped=ctx.skipped, notes=ctx.notes,
-                   figures=figs, **(extra or {}))
+                   figures=figs, **({"trained_in": ctx.trained_in} if ctx.trained_in else {}), **(extra or {}))
     write_json(metrics, out / "metrics.json")
     (out / "report.md").write_text(md)                                   # last: its presence means "finished"
     return dict(metrics, report_path=str(out / "report.md"))

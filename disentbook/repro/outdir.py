@@ -4,13 +4,13 @@
 
 # %% ../../nbs/80i_repro_outdir.ipynb #492ed449
 from __future__ import annotations
-import os, shutil
+import filecmp, json, os, shutil
 from pathlib import Path
 
-from ..core import InputError
+from ..core import InputError, write_json
 
 # %% auto #0
-__all__ = ['prepare_out', 'release_out']
+__all__ = ['RUN_TRAINING', 'prepare_out', 'release_out', 'located', 'share_training']
 
 # %% ../../nbs/80i_repro_outdir.ipynb #382b571e
 def prepare_out(out: Path, overwrite: bool = False, resume: bool = False) -> Path:
@@ -45,3 +45,37 @@ def _pid_alive(pid: int) -> bool:
 def release_out(out: Path):
     "Remove `out`'s lock file."
     (Path(out) / ".lock").unlink(missing_ok=True)
+
+# %% ../../nbs/80i_repro_outdir.ipynb #1ce44f5c
+RUN_TRAINING = ("losses.png", "train/history.csv")    # what a run's training leaves beside its evaluation (eval.json)
+
+def located(out: Path, f, trained_in: str | None = None) -> str | None:
+    """Where the report in `out` finds its file `f` (relative to `out`): `f` itself, or for a report whose runs trained in
+    the folder `trained_in` (relative to `out`), that folder's copy; None when neither exists."""
+    out, f = Path(out), Path(f)
+    if (out / f).exists(): return f.as_posix()
+    if trained_in and (out / trained_in / f).exists(): return (Path(trained_in) / f).as_posix()
+    return None
+
+def share_training(out, trained_in) -> dict:
+    """Make the finished report in `out`, whose runs are those of the report folder `trained_in` evaluated again, keep
+    only what its evaluation wrote: each run's `RUN_TRAINING` files and each top-level figure identical to `trained_in`'s
+    copy are removed from `out`, and `out/metrics.json` records `trained_in` relative to `out` (re-judge the report after,
+    so it lists the shared copies). Refused, before anything is removed, if a run or figure is missing there or differs.
+    Returns {"removed": number of files, "bytes": their size}."""
+    out, src = Path(out), Path(trained_in)
+    f = out / "metrics.json"
+    try: m = json.loads(f.read_text())
+    except (OSError, ValueError): raise InputError(f"{f} is missing or not JSON: expected a finished report in {out}") from None
+    if not src.is_dir(): raise InputError(f"{src} is not a folder: expected the report folder whose runs {out} evaluates")
+    runs = sorted(p.relative_to(out) for p in out.glob("runs/*/*/seed*") if p.is_dir())
+    files = [r / name for r in runs for name in RUN_TRAINING if (out / r / name).exists()]
+    files += [Path(g) for g in m.get("figures") or [] if (out / g).is_file()]
+    for g in files:
+        if not (src / g).is_file() or not filecmp.cmp(out / g, src / g, shallow=False):
+            raise InputError(f"{out / g} has no identical copy in {src}: its runs did not train as {src}'s; nothing removed")
+    size = sum((out / g).stat().st_size for g in files)
+    for g in files: (out / g).unlink()
+    m["trained_in"] = Path(os.path.relpath(src.resolve(), out.resolve())).as_posix()
+    write_json(m, f)
+    return dict(removed=len(files), bytes=size)

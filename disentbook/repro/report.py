@@ -12,6 +12,7 @@ from .verdicts import (ALPHA, FAILS, HOLDS, INCONCLUSIVE, NOT_CHECKED, NOT_LEARN
                                        seed_stats, within)
 from .claims import band, parse_tolerance
 from .declare import Metric, Table, scale_config
+from .outdir import located
 from .runs import run_dir
 
 # %% auto #0
@@ -248,8 +249,9 @@ def report_markdown(ctx, md_tables, rows, claims, figs, seconds, train_seconds, 
         L += [""]
     L += ["## The paper's claims, checked", ""] + claim_lines(claims) + [""]
     if p.sections: L += list(p.sections(ctx)) + [""]
-    L += ["## Figures", ""] + [f"- `{f}`" for f in figs]
-    L += [f"- `{q.relative_to(ctx.out)}` (loss curves)" for q in sorted(ctx.out.glob("runs/*/*/seed*/losses.png"))]
+    L += ["## Figures", ""] + [f"- `{located(ctx.out, f, ctx.trained_in) or f}`" for f in figs]
+    curves = [located(ctx.out, q.relative_to(ctx.out) / "losses.png", ctx.trained_in) for q in sorted(ctx.out.glob("runs/*/*/seed*"))]
+    L += [f"- `{c}` (loss curves)" for c in curves if c]
     if ctx.skipped: L += ["", "## Not run", ""] + [f"- {t}: {why}" for t, why in ctx.skipped.items()]
     L += ["", "Per-run details (every metric, timings, final training terms): `metrics.json`, "
           "`runs/<dataset>/<model>/seed<k>/eval.json`."]
