@@ -118,11 +118,29 @@ def toy():
     del REPRODUCTIONS["toy_test"], PAPERS["toy_test"]
 
 
+def test_channels_last_option_trains_in_that_layout_and_says_so(toy, tmp_path):
+    """`-o channels_last=true`: every run's trainer keeps its conv weights channels-last on the CPU in fp32 (its checkpoint
+    and eval.json record it, the report's "how each run trained" says it); a value that is not a boolean is refused."""
+    fn, calls = toy
+    n = len(calls)
+    fn("smoke", out_dir=tmp_path / "cl", device="cpu", precision="fp32", channels_last=True)
+    run = tmp_path / "cl" / "runs" / "small" / "vae" / "seed0"
+    assert json.loads((run / "eval.json").read_text())["mode"]["channels_last"] is True
+    assert json.loads((run / "train" / "checkpoint" / "config.json").read_text())["train"]["channels_last"] is True
+    assert "eager, fp32, channels-last" in (tmp_path / "cl" / "report.md").read_text()
+    fn("smoke", out_dir=tmp_path / "default", device="cpu", precision="fp32")
+    assert json.loads((tmp_path / "default" / "runs" / "small" / "vae" / "seed0" / "eval.json").read_text())["mode"]["channels_last"] is False
+    with pytest.raises(InputError, match="channels_last: expected true or false"):
+        fn("smoke", out_dir=tmp_path / "bad", device="cpu", channels_last="yes")
+    del calls[n:]                                                   # the fixture's count, as the other tests expect it
+
+
 def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
     fn, calls = toy
     import inspect
     assert list(inspect.signature(fn).parameters) == ["scale", "out_dir", "device", "seed", "overwrite", "resume", "runner",
-                                                      "ray_address", "allow_eager", "precision", "references", "extra"]
+                                                      "ray_address", "allow_eager", "precision", "references", "channels_last",
+                                                      "extra"]
     r = fn("quick", out_dir=tmp_path, device="cpu", seed=3)
     assert r["seeds"] == [3, 4] and len(calls) == 4 and r["claims"][0]["verdict"] == HOLDS
     assert r["skipped"] == {"S": "not asked"}

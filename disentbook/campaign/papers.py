@@ -14,8 +14,8 @@ from .ledger import WORK, CampaignError, Clock, machine, write_json_atomic
 from .lengths import LengthRule
 
 # %% auto #0
-__all__ = ['METRICS', 'SETTINGS_SCALE', 'CURVE_SEEDS', 'CHUNK', 'CURVES', 'headline', 'PaperRow', 'write_cpu_length',
-           'stage_curves']
+__all__ = ['METRICS', 'SETTINGS_SCALE', 'CURVE_SEEDS', 'CHUNK', 'CURVES', 'CHANNELS_LAST', 'headline', 'PaperRow',
+           'write_cpu_length', 'stage_curves']
 
 # %% ../../nbs/89e_campaign_papers.ipynb #2338b621
 # paper: (metric, +1 higher is better / -1 lower, grid, floor of the rule in the metric's units, min_stop)
@@ -31,6 +31,12 @@ SETTINGS_SCALE = "quick"       # the scale whose settings the curves take (the c
 CURVE_SEEDS = (0, 1, 2)
 CHUNK = 1000
 CURVES = Path("benchmarks") / "curves" / "papers"
+# the papers whose runs keep their conv weights channels-last while they train on a CPU in fp32: their dSprites conv64
+# models ran 1.10-1.53x the default layout's images/s on a 2-core EPYC (`benchmarks/bench_channels_last.py --paper NAME`,
+# `benchmarks/channels_last_NAME.json`); the 28-32 px models of contrastive, refvae and invariance 0.85-1.38x, no clear
+# gain, so they keep the default. The floating-point noise of another kernel, not another recipe: outside a curve's
+# identity, and a seed begun in one layout keeps it (its checkpoint records it)
+CHANNELS_LAST = {"dipvae": True, "tcwae": True, "vae": True}
 
 def headline(paper_name: str) -> tuple[str, tuple]:
     "(table, row slugs) of a paper's headline rows: those its `cpu` scale trains."
@@ -51,7 +57,8 @@ class PaperRow(Subject):
         self.key, self.sign, self.grid, floor, min_stop = METRICS[paper_name]
         self.rule, self.curve_seeds, self.more_seeds = LengthRule(floor=floor, min_stop=min_stop), CURVE_SEEDS, ()
         self.cfg = scale_config(self.paper, SETTINGS_SCALE)
-        self.options = {**HARNESS_OPTIONS, **self.paper.options, "scale": SETTINGS_SCALE}
+        self.options = {**HARNESS_OPTIONS, **self.paper.options, "scale": SETTINGS_SCALE,
+                        "channels_last": CHANNELS_LAST.get(paper_name)}
         table = next(t for t in self.paper.tables if t.name == table_name)
         self.spec = next(s for s in table.specs(self.cfg, self.options) if s["slug"] == slug)
         self.dataset, self.table = table.dataset_name(self.options), table_name

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .ledger import CampaignError, Clock
+from .papers import CHANNELS_LAST
 
 # %% auto #0
 __all__ = ['MARGIN', 'MIN_LEFT', 'THREADS', 'REPRODUCTIONS', 'GPU_REPRODUCTIONS', 'Reproduction', 'all_reproductions', 'declared',
@@ -41,7 +42,7 @@ class Reproduction:
 
 REPRODUCTIONS = {
     "reproduce-refvae": Reproduction("refvae", why="the paper's length (30 epochs of batch 36: 50,000 steps), five seeds"),
-    "reproduce-dipvae": Reproduction("dipvae", needs_curves=True,
+    "reproduce-dipvae": Reproduction("dipvae", needs_curves=True, options=dict(channels_last=CHANNELS_LAST["dipvae"]),
                                      why="five seeds not trained before (5-9), at the length its curves over seeds chose"),
     "reproduce-contrastive": Reproduction("contrastive", needs_curves=True,
                                           why="the paper's Bernoulli likelihood, at the length its curves over seeds chose"),

@@ -82,6 +82,8 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
     if opts["references"] not in ("here", "later"):
         raise InputError(f"references: expected 'here' (measure the gates' references now) or 'later' (leave them to "
                          f"--rejudge), got {opts['references']!r}")
+    if opts["channels_last"] not in (None, True, False):
+        raise InputError(f"channels_last: expected true or false, got {opts['channels_last']!r}")
     prepare_out(out, overwrite, resume)
     try:
         t0 = active_time()

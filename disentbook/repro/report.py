@@ -95,7 +95,8 @@ def _modes(evals: list[dict]) -> list[str]:
     for e in evals:
         m = e.get("mode") or (e.get("metrics") or {}).get("mode")
         if not isinstance(m, dict): continue
-        key = (str(m.get("mode")) + (f", {m['precision']}" if m.get("precision") else ""), str(m.get("members", "")))
+        key = (str(m.get("mode")) + (f", {m['precision']}" if m.get("precision") else "")
+               + (", channels-last" if m.get("channels_last") else ""), str(m.get("members", "")))
         counts[key] = counts.get(key, 0) + 1
         if m.get("why"): why.setdefault(key, str(m["why"]) + (f"; {m['fallback']}" if m.get("fallback") else ""))
     return [f"{n} run(s) {mode}" + (f" ({mem} members)" if mem not in ("", "None", "1") else "") + (f": {why[(mode, mem)]}" if (mode, mem) in why else "")

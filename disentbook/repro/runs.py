@@ -64,9 +64,10 @@ def build_objective(spec: dict, data, model, cfg: dict | None = None):
     return obj
 
 def train_config(cfg: dict, seed: int, device, data=None, progress: bool | None = None,
-                 precision: str | None = None) -> TrainConfig:
+                 precision: str | None = None, channels_last: bool | None = None) -> TrainConfig:
     """The one `TrainConfig` of a run: the scale's `train` settings, the run's seed and device, and `precision` (the
-    reproduction's `-o precision=...`; default 'auto': bf16 where the device computes it natively)."""
+    reproduction's `-o precision=...`; default 'auto': bf16 where the device computes it natively) and `channels_last`
+    (`-o channels_last=true`: the conv weights channels-last while training on a CPU in fp32 too; None: as the precision says)."""
     t, dev = dict(cfg["train"]), torch.device(device)
     epochs = t.pop("epochs", None)
     if t.get("steps") is None:
@@ -74,13 +75,15 @@ def train_config(cfg: dict, seed: int, device, data=None, progress: bool | None 
         t["steps"] = int(math.ceil(epochs * data_size(data) / t["batch_size"]))
     t.setdefault("ckpt_every", max(t["steps"] // 10, 1000))
     t.setdefault("precision", precision or "auto")
+    if channels_last is not None: t.setdefault("channels_last", bool(channels_last))
     return TrainConfig(**t, seed=seed, device=str(dev),
                        progress=(not in_test()) if progress is None else progress)
 
 # %% ../../nbs/80f_repro_runs.ipynb #506ddd52
 _DATA_CACHE: dict = {}
 HARNESS_OPTIONS = dict(allow_eager=False, precision="auto",   # options of every reproduction (beside the paper's own);
-                       references="here")                      # 'later': leave the gates' references to `rejudge` (GPU minutes go to training)
+                       references="here",                      # 'later': leave the gates' references to `rejudge` (GPU minutes go to training)
+                       channels_last=None)                     # true: channels-last conv weights on a CPU in fp32 too (faster for some models)
 
 def load_data(paper: Paper, dataset: str, cfg: dict, seed: int, options: dict):
     "The paper's data for `dataset` (cached in this process by dataset, seed when it matters, and data settings)."
@@ -117,6 +120,12 @@ def _precision(job: dict) -> str:
     "The precision a job asks for (`-o precision=auto|fp32|bf16`)."
     return str(job.get("options", {}).get("precision") or "auto")
 
+def _layout(job: dict) -> bool | None:
+    "The layout a job asks for (`-o channels_last=true|false`; None: as its precision says), a one-line error otherwise."
+    v = job.get("options", {}).get("channels_last")
+    if v is None or isinstance(v, bool): return v
+    raise InputError(f"channels_last: expected true or false, got {v!r}")
+
 def build_trainer(job: dict, steps: int | None = None, ckpt_every: int | None = None) -> tuple:
     """(trainer, data, cfg) of one run: its `RunSpec` (`job_run`) built by `training.run.build_run` (seeded, model,
     objective, a `Trainer` writing to the run's `train/` folder or `job['out']`, resumed from its checkpoint when there
@@ -126,7 +135,7 @@ def build_trainer(job: dict, steps: int | None = None, ckpt_every: int | None = 
     over = {**({"steps": int(steps)} if steps is not None else {}), **({"ckpt_every": int(ckpt_every)} if ckpt_every else {})}
     if over: cfg = dict(cfg, train={**cfg["train"], **over})
     dev = torch.device(job.get("device") or "cpu")
-    train = train_config(cfg, int(job["seed"]), dev, data, job.get("progress"), _precision(job))
+    train = train_config(cfg, int(job["seed"]), dev, data, job.get("progress"), _precision(job), _layout(job))
     return build_run(job_run(job, cfg, model_config, train), sampler_fn(paper, data)(dev), data=train_data(data), device=dev), data, cfg
 
 def train_run(job: dict) -> dict:
@@ -138,7 +147,8 @@ def train_run(job: dict) -> dict:
     trainer, data, cfg = build_trainer(job)
     t0 = active_time(); trainer.fit(); train_s = active_time() - t0
     mode = dict(mode="eager", members=1, why=job.get("why") or "runner 'local' (or 'ray'): the Trainer, one run at a time",
-                precision=trainer.precision, precision_reason=trainer.precision_reason, threads=torch.get_num_threads())
+                precision=trainer.precision, precision_reason=trainer.precision_reason, threads=torch.get_num_threads(),
+                channels_last=trainer.channels_last)
     return _evaluate_run(job, data, cfg, trainer, train_s, mode)
 
 def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dict | None = None) -> dict:
@@ -268,14 +278,14 @@ def group_jobs(jobs: list[dict], max_members: int | None = None, device=None) ->
         paper, cfg, data, model_config = setup_job(j)
         base = (j["paper"], j["dataset"], int(j["seed"]) if paper.seeded_data else None, str(device or j.get("device")),
                 json.dumps([model_config, cfg.get("train"), cfg.get("data")], sort_keys=True, default=str))
-        train = train_config(cfg, int(j["seed"]), torch.device(device or j.get("device") or "cpu"), data, False, _precision(j))
+        train = train_config(cfg, int(j["seed"]), torch.device(device or j.get("device") or "cpu"), data, False, _precision(j), _layout(j))
         buckets.setdefault((base, ensemble_key(job_run(j, cfg, model_config, train))), []).append(i)
     groups = []
     for idx in buckets.values():
         j0 = jobs[idx[0]]
         paper, cfg, data, model_config = setup_job(j0)
         dev = torch.device(device or j0.get("device") or "cpu")
-        train = train_config(cfg, int(j0["seed"]), dev, data, False, _precision(j0))
+        train = train_config(cfg, int(j0["seed"]), dev, data, False, _precision(j0), _layout(j0))
         runs = [job_run(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"]), model_config, train) for i in idx]
         sup, obj = _probe(paper, data, runs)
         parts = [[idx[k] for k in g] for g in split_static(runs, sup["static"])] if sup["static"] else [idx]
@@ -328,7 +338,7 @@ def train_ensembles(jobs: list[dict], max_members: int | None = None) -> list[di
         idx = g["jobs"]; j0 = jobs[idx[0]]
         paper, cfg, data, model_config = setup_job(j0)
         dev = torch.device(j0.get("device") or "cpu")
-        tc = train_config(cfg, int(j0["seed"]), dev, data, j0.get("progress"), _precision(j0))
+        tc = train_config(cfg, int(j0["seed"]), dev, data, j0.get("progress"), _precision(j0), _layout(j0))
         runs = [job_run(jobs[i], run_cfg(jobs[i]["cfg"], jobs[i]["spec"], jobs[i]["dataset"]), model_config, tc) for i in idx]
         kw = dict(device=dev, sampler=sampler_fn(paper, data), strict=strict and dev.type == "cuda")
         if g["vmap"]:
