@@ -13,8 +13,9 @@ import torch
 from .objectives.base import make_objective
 from .training.config import PRECISION_CHOICES
 from .training.checkpoints import load_model, read_checkpoint_config
-from .jobs import (DEFAULT_BATCH_SIZE, DEFAULT_LR, LOCK_NAME, TRAINING_SETS, build_dataset, refuse_existing,
-                             resolve_device, run_contents, run_lock, train_job)
+from .data.training_sets import TRAINING_SETS, build_dataset
+from .jobs import (DEFAULT_BATCH_SIZE, DEFAULT_LR, LOCK_NAME, refuse_existing, resolve_device, run_contents,
+                             run_lock, train_job)
 from .eval.suite import metrics_table, probe_features, run_metrics
 
 

@@ -14,7 +14,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import disentbook  # noqa: F401  (registers every objective)
-from disentbook.jobs import build_dataset, make_sampler
+from disentbook.data.training_sets import build_dataset, make_sampler
 from disentbook.objectives.base import OBJECTIVES, Objective
 from disentbook.training.config import TrainConfig
 from disentbook.training.replay import step_support

@@ -40,7 +40,8 @@ def small_setup(name: str, hidden: int = 256) -> tuple:
     os.environ.setdefault("DISENTBOOK_OFFLINE", "1")
     import torch
     import disentbook  # noqa: F401  (registers everything)
-    from disentbook.jobs import TRAINING_SETS, build_dataset, build_model_for, image_shape
+    from disentbook.data.training_sets import TRAINING_SETS, build_dataset, image_shape
+    from disentbook.jobs import build_model_for
     from disentbook.objectives.base import OBJECTIVES, default_dataset
     cls, ds = OBJECTIVES[name], default_dataset(name)
     data = build_dataset(ds, SMALL.get(ds, {}))
@@ -59,7 +60,7 @@ def one(name: str, device: str, steps: int, batch: int, precision: str, hidden: 
     from disentbook.training.fit import fit_ensemble, fit_single
     from disentbook.training.run import run_specs
     from disentbook.training.replay import NotReplayableError
-    from disentbook.jobs import make_sampler
+    from disentbook.data.training_sets import make_sampler
     from disentbook.training.config import TrainConfig
     rec = dict(objective=name, device=device, precision=precision, steps=steps, batch=batch, hidden=hidden)
     try:

@@ -15,7 +15,7 @@ from ..data.samplers import SingleSampler
 from ..nets import VAE
 from ..objectives.base import OBJECTIVES, make_objective
 from ..training.config import TrainConfig
-from ..training.run import RunSpec, build_run
+from ..training.run import RunSpec, bound_objective, build_run
 from ..eval.viz import history_figure, save_figure
 from .declare import PAPERS, Paper
 
@@ -57,11 +57,10 @@ def objective_params(spec: dict, cfg: dict | None = None) -> dict:
     return kw
 
 def build_objective(spec: dict, data, model, cfg: dict | None = None):
-    """`make_objective(spec's name, **spec's params)` plus the scale's `objective` settings it accepts, then
-    `bind(data=..., model=...)`: the objective takes what it needs (data-set size, latent sizes, image size)."""
-    obj = make_objective(spec["objective"], **objective_params(spec, cfg))
-    if hasattr(obj, "bind"): obj.bind(data=train_data(data), model=model)
-    return obj
+    """The spec's objective with its params plus the scale's `objective` settings it accepts, bound to the data and
+    the model by `training.run.bound_objective` (as `build_run` binds a run's): it takes what it needs (data-set size,
+    latent sizes, image size)."""
+    return bound_objective(spec["objective"], objective_params(spec, cfg), model, train_data(data))
 
 def train_config(cfg: dict, seed: int, device, data=None, progress: bool | None = None,
                  precision: str | None = None, channels_last: bool | None = None) -> TrainConfig:

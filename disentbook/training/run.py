@@ -11,13 +11,14 @@ import torch
 
 from .. import core
 from ..core import InputError
+from ..data.training_sets import TRAINING_SETS, build_dataset, training_sampler
 from ..nets import build_model
 from ..objectives.base import make_objective
 from .config import TrainConfig
 from .trainer import Trainer
 
 # %% auto #0
-__all__ = ['model_spec', 'member_spec', 'RunSpec', 'run_specs', 'build_run']
+__all__ = ['model_spec', 'member_spec', 'RunSpec', 'run_specs', 'bound_objective', 'build_run']
 
 # %% ../../nbs/13f_training_run.ipynb #2f31a267
 def model_spec(row: str | None, objective: str, label: str, **params) -> dict:
@@ -41,13 +42,16 @@ def member_spec(m: dict, k: int) -> dict:
 class RunSpec:
     """Everything that decides one run: `objective` and its hyper-parameters `params`, `model` (a `nets` config with
     its `kind`), `train` (a `TrainConfig`; its seed seeds the initial weights, the data stream and the noise), `out_dir`
-    (None: nothing written) and `name` (for messages). Invalid fields fail at construction with one `InputError`."""
+    (None: nothing written), `name` (for messages) and `data`, the training set by name (`dict(name=..., params=...)`
+    of `data.training_sets.TRAINING_SETS`; None: the caller gives data and sampler). Invalid fields fail at construction
+    with one `InputError`."""
     objective: str
     params: dict
     model: dict
     train: TrainConfig
     out_dir: Path | None = None
     name: str | None = None
+    data: dict | None = None
 
     def __post_init__(self):
         if not isinstance(self.objective, str) or not self.objective:
@@ -58,6 +62,11 @@ class RunSpec:
         self.params, self.model = dict(self.params), dict(self.model)
         if not isinstance(self.train, TrainConfig): self.train = TrainConfig.from_dict(dict(self.train or {}))
         self.out_dir = None if self.out_dir is None else Path(self.out_dir)
+        if self.data is not None:
+            if not isinstance(self.data, dict) or self.data.get("name") not in TRAINING_SETS or set(self.data) - {"name", "params"}:
+                raise InputError(f"RunSpec.data: expected dict(name=..., params=...) naming one of {', '.join(TRAINING_SETS)}, "
+                                 f"got {self.data!r}")
+            self.data = dict(name=self.data["name"], params=dict(self.data.get("params") or {}))
 
     @property
     def seed(self) -> int: return self.train.seed
@@ -65,7 +74,7 @@ class RunSpec:
     def to_dict(self) -> dict:
         "Plain JSON-able dict (`from_dict` reads it back)."
         return dict(objective=self.objective, params=self.params, model=self.model, train=self.train.to_dict(),
-                    out_dir=None if self.out_dir is None else str(self.out_dir), name=self.name)
+                    out_dir=None if self.out_dir is None else str(self.out_dir), name=self.name, data=self.data)
 
     @classmethod
     def from_dict(cls, d: dict) -> RunSpec:
@@ -85,20 +94,32 @@ def run_specs(members: list[dict], model: dict, train: TrainConfig | dict) -> li
                            m["out_dir"], m["name"]))
     return out
 
-def build_run(spec: RunSpec, sampler, data=None, device: str | torch.device | None = None, resume: bool = True) -> Trainer:
-    """The run `spec` describes, assembled here and nowhere else: the global generators seeded with its seed, the model
-    from `spec.model`, the objective (checked, bound to `data` and the model), a `Trainer` on `device` (default: the
-    spec's, else `core.default_device()`) writing to `spec.out_dir`; resumed from `out_dir/checkpoint` when `resume`
+def bound_objective(name: str, params: dict, model, data=None):
+    """The objective `name` with `params` (checked by `make_objective`), bound to `data` and `model`: it takes what it
+    declares it needs from them (data-set size, latent sizes, image size)."""
+    objective = make_objective(name, **params)
+    objective.bind(data=data, model=model)
+    return objective
+
+def build_run(spec: RunSpec, sampler=None, data=None, device: str | torch.device | None = None, resume: bool = True) -> Trainer:
+    """The run `spec` describes, assembled here and nowhere else: `data` and `sampler` as given, else built from
+    `spec.data` (the training set it names and that set's sampler); the global generators seeded with its seed, the
+    model from `spec.model`, the objective (checked, bound to `data` and the model), a `Trainer` on `device` (default:
+    the spec's, else `core.default_device()`) writing to `spec.out_dir`; resumed from `out_dir/checkpoint` when `resume`
     and it exists."""
     if not isinstance(spec, RunSpec):
         raise InputError(f"build_run: expected a RunSpec, got {type(spec).__name__} (`run_specs` turns member dicts into specs)")
     dev = core.default_device(device or spec.train.device)
     cfg = TrainConfig.from_dict(spec.train.to_dict() | dict(device=str(dev)))
+    if sampler is None:
+        if spec.data is None:
+            raise InputError(f"build_run: {spec.name or spec.objective} has no sampler: pass one, or name the training set "
+                             "in the spec (RunSpec.data)")
+        if data is None: data = build_dataset(spec.data["name"], spec.data["params"])
+        sampler = training_sampler(spec.data["name"], data, dev)
     core.seed_everything(spec.seed)                 # first: the initial weights (model, then the objective's nets)
     model = build_model(spec.model)
-    objective = make_objective(spec.objective, **spec.params)
-    objective.bind(data=data, model=model)
-    t = Trainer(model, objective, sampler, cfg, out_dir=spec.out_dir)
+    t = Trainer(model, bound_objective(spec.objective, spec.params, model, data), sampler, cfg, out_dir=spec.out_dir)
     ckpt = None if spec.out_dir is None else spec.out_dir / "checkpoint"
     if resume and ckpt is not None and ckpt.exists(): t.load(ckpt)
     return t
