@@ -128,7 +128,6 @@ def curve_figure(curve: dict, key: str = "mig", title: str | None = None):
 
 def write_curve_figure(root, subj: Subject) -> Path:
     "Save the subject's `curve_figure` beside its record (PNG, sized for reading)."
-    import matplotlib.pyplot as plt
     from disentbook.eval.viz import save_figure
     f = subj.curve_file(root).with_suffix(".png")
     save_figure(curve_figure(read_curve(root, subj), subj.key, getattr(subj, "title", subj.name)), f)

@@ -255,7 +255,7 @@ def shift_sections(results: dict) -> list[str]:
             ms = lambda vals: (f"{np.mean(vals):.3f}" + (f" ± {np.std(vals, ddof=1):.3f}" if len(vals) > 1 else "")) if vals else "–"
             head = f"{t}" + (f", test set {tag.lstrip('_')}" if tag else "")
             L += [f"### {head}", "", "| model | training distribution | " + " | ".join(f"unseen: {n}" for n in names)
-                  + f" | average (the table's) | seeds |", "|---|" + "---|" * (len(cols) + 3)]
+                  + " | average (the table's) | seeds |", "|---|" + "---|" * (len(cols) + 3)]
             lowest = {}
             for r, rs in runs.items():
                 vals = {k: [v[k] for v in rs if k in v] for k in cols}

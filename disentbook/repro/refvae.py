@@ -305,7 +305,7 @@ def _notes(ctx) -> list[str]:
         L.append(f"Length: {c['train']['steps']:,} steps of {c['train']['batch_size']}, "
                  f"{c['train']['steps'] * c['train']['batch_size'] / n:.0f} passes over the {n:,} unlabelled images here; the "
                  f"paper's is {PAPER_STEPS:,} steps ({PAPER_MNIST_EPOCHS} epochs of its {PAPER_MNIST_UNLABELLED:,} at batch "
-                 f"{PAPER_BATCH}, Section 5.2)" + (f", at the paper's 64 px (Appendix A.3.1: 'the size is increased to ... pixels', "
+                 f"{PAPER_BATCH}, Section 5.2)" + (", at the paper's 64 px (Appendix A.3.1: 'the size is increased to ... pixels', "
                  "its number lost in the text; 64 the spec's default): 28 px here, a deviation." if c["data"]["size"] != 64 else "."))
     if ctx.options.get("length") == "former":
         L.insert(0, f"**Sensitivity (the package's former recipe): {c['train']['steps']:,} steps**, the length the first "

@@ -296,7 +296,7 @@ def takeaway(m: dict, out, paper=None) -> list[str]:
         base = _mean(((refs.get(t) or {}).get(r) or {}).get("mig") or [])
         gate = (learned.get(t) or {}).get(r) or {}
         ok = rec < flat
-        recon = (f"learned to reconstruct" if ok else "did not learn to reconstruct") + \
+        recon = ("learned to reconstruct" if ok else "did not learn to reconstruct") + \
                 f" (error {rec:.4f} per pixel; the mean image alone: {flat:.4f})"
         untrained = f", the same network untrained {base:.3f}" if math.isfinite(base) else ""
         mig_s = f"MIG {mig:.3f} on a scale where 1 puts each factor in a latent of its own{untrained}"
