@@ -178,7 +178,8 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
                              ckpt_every=ckpt_every or min(max(steps // 10, 1), 2000), channels_last=channels_last)
         data = build_dataset(dataset, data_params)
         with torch.random.fork_rng(devices=[]):          # its config only: `build_run` seeds, then builds the model
-            model_config = build_model_for(cls.model_kind, image_shape(data), latent_dim, z_dim, s_dim, likelihood, hidden).config
+            model_config = build_model_for(cls.model_kind, image_shape(data), latent_dim=latent_dim, z_dim=z_dim, s_dim=s_dim,
+                                           likelihood=likelihood, hidden=hidden).config
         if resume:   # the run's own settings, as its checkpoint holds them, to the new total of steps
             config = TrainConfig.from_dict(read_checkpoint_config(out / "checkpoint")["train"] | dict(steps=steps, device=str(dev)))
         run = RunSpec(method, params, model_config, config, out_dir=out, name=f"{method} on {dataset}",
