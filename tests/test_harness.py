@@ -386,3 +386,30 @@ def test_pixel_references_measure_the_papers_metric_on_raw_pixels(name):
     for k in need:
         assert bounds[k][0] <= a[k] <= bounds[k][1] and a[k] == b[k], (k, a, b)
     if name == "dipvae": assert p.pixels(object(), rc, 0) == {}
+
+
+def test_a_figure_whose_model_stayed_in_another_checkout_is_left_out_with_a_note(tmp_path):
+    """A run that finished in another checkout travels with its evaluation, not its checkpoint: resumed here, the
+    report is written (tables and claims from the evaluations), the figures that need its model are left out, and
+    the report says so."""
+    import shutil
+    from disentbook.data.dsprites import DSprites
+    small = DSprites().subset(posX=range(0, 32, 8), posY=range(0, 32, 8), orientation=range(0, 40, 20))
+    def figure(ctx):
+        ctx.model("T", "VAE")
+        return {}
+    paper = Paper(name="toy_figures", title="Toy", scales=dict(smoke=dict(seeds=1, train=dict(steps=2, batch_size=8, log_every=1))),
+                  tables=(Table("T", "small", (model_spec("VAE", "vae", "VAE"),), (Metric("score", "score", "{:.2f}"),)),),
+                  data=lambda name, cfg, seed, options: small, evaluate=lambda model, data, cfg, seed, spec: dict(score=1.0),
+                  figures=(figure,), claims=())
+    fn = register_reproduction(paper)
+    try:
+        first = fn("smoke", out_dir=tmp_path, device="cpu")
+        assert not any("were not drawn" in n for n in first["notes"])
+        shutil.rmtree(tmp_path / "runs" / "small" / "vae" / "seed0" / "train" / "checkpoint")
+        again = fn("smoke", out_dir=tmp_path, device="cpu", resume=True)
+        assert again["results"] == first["results"]
+        assert any("`figure` were not drawn" in n for n in again["notes"])
+        assert "were not drawn" in (tmp_path / "report.md").read_text()
+    finally:
+        del REPRODUCTIONS["toy_figures"], PAPERS["toy_figures"]

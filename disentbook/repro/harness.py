@@ -13,6 +13,7 @@ import torch
 from ..core import (REPRODUCTIONS, DataNotFoundError, InputError, active_time, default_device, describe_device,
                    write_json)
 from ..eval.viz import save_figure
+from ..training.checkpoints import CheckpointNotFoundError
 from .verdicts import NOT_CHECKED, RULE_TEXT, learned_rows, paper_seeds
 # the harness's parts, one job each (this module runs and judges a reproduction with them)
 from .claims import claim_cells, judge_claim
@@ -223,7 +224,13 @@ def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None 
     p, out = ctx.paper, ctx.out
     figs = list(figures) if figures is not None else []
     for f in (p.figures if figures is None else ()):
-        for name, fig in (f(ctx) or {}).items(): figs.append(str(save_figure(fig, out / name).relative_to(out)))
+        try: drawn = f(ctx) or {}
+        except CheckpointNotFoundError:        # a run finished in another checkout: its evaluation travelled, its model did not
+            ctx.notes.append(f"The figures of `{getattr(f, '__name__', 'figures')}` were not drawn: a model they show has no "
+                             "checkpoint in this folder (its run finished in another checkout, which carries the runs' "
+                             "evaluations, not their models); the tables and claims are unaffected.")
+            continue
+        for name, fig in drawn.items(): figs.append(str(save_figure(fig, out / name).relative_to(out)))
     rows, md_tables, gates = [], [], {}
     for t in p.tables:
         if t.name not in ctx.results: continue
@@ -235,7 +242,8 @@ def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None 
     claims = _claims(ctx)
     seconds = active_time() - t0 if seconds is None else seconds
     pd.DataFrame(rows).to_csv(out / "table.csv", index=False)
-    md = report_markdown(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates, header)
+    md = report_markdown(ctx, md_tables, rows, claims, figs, seconds, train_seconds, gates,
+                         header if header is not None else (" ".join(ctx.notes) or None))   # a call's notes: in its report
     metrics = dict(paper=p.name, scale=ctx.scale, config=ctx.cfg, device=str(ctx.device),
                    device_name=getattr(ctx, "device_name", None) or str(ctx.device), seeds=ctx.seeds,
                    seconds=seconds, train_seconds=train_seconds, rule=RULE_TEXT,
