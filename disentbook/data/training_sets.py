@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses, functools, inspect
 from typing import Callable
 
+import torch
+
 from ..core import InputError, Registry
 from .base import GroundTruthData
 from .colored_mnist import ColoredMNIST, PairSampler
@@ -72,6 +74,5 @@ def training_sampler(dataset: str, data, device):
     """The sampler of the training set named `dataset` on its built `data`: on a CPU, a ground-truth set (dSprites,
     Colored-MNIST) renders each batch on demand (materialising Colored-MNIST's 153,000 images would cost seconds before
     the first step); elsewhere the images are made once and kept on the device."""
-    import torch
     dev = torch.device(device)
     return make_sampler(data, TRAINING_SETS[dataset].sampler, dev, materialize=dev.type != "cpu" or not isinstance(data, GroundTruthData))

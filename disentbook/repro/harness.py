@@ -18,7 +18,7 @@ from .verdicts import NOT_CHECKED, RULE_TEXT, learned_rows, paper_seeds
 # the harness's parts, one job each (this module runs and judges a reproduction with them)
 from .claims import claim_cells, judge_claim
 from .declare import Paper, Table, register_paper, scale_config, scale_seeds
-from .runs import HARNESS_OPTIONS, RUNNERS, run_dir, run_settings, train_group
+from .runs import HARNESS_OPTIONS, RUNNERS, layout_option, run_dir, run_settings, train_group
 from .figures import Context
 from .report import UNKNOWN_ON_PAPER, paper_lookup, report_markdown, table_markdown, table_rows
 from .outdir import located, prepare_out, release_out
@@ -83,8 +83,7 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
     if opts["references"] not in ("here", "later"):
         raise InputError(f"references: expected 'here' (measure the gates' references now) or 'later' (leave them to "
                          f"--rejudge), got {opts['references']!r}")
-    if opts["channels_last"] not in (None, True, False):
-        raise InputError(f"channels_last: expected true or false, got {opts['channels_last']!r}")
+    layout_option(opts["channels_last"])                      # checked before any run starts
     prepare_out(out, overwrite, resume)
     try:
         t0 = active_time()

@@ -22,8 +22,8 @@ from .declare import PAPERS, Paper
 # %% auto #0
 __all__ = ['HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'train_data', 'data_size', 'default_model', 'objective_params',
            'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'sampler_fn',
-           'build_trainer', 'train_run', 'train_group', 'setup_job', 'job_run', 'group_jobs', 'engine_record',
-           'train_ensembles']
+           'layout_option', 'build_trainer', 'train_run', 'train_group', 'setup_job', 'job_run', 'group_jobs',
+           'engine_record', 'train_ensembles']
 
 # %% ../../nbs/80f_repro_runs.ipynb #f9557783
 def train_data(data):
@@ -119,11 +119,14 @@ def _precision(job: dict) -> str:
     "The precision a job asks for (`-o precision=auto|fp32|bf16`)."
     return str(job.get("options", {}).get("precision") or "auto")
 
-def _layout(job: dict) -> bool | None:
-    "The layout a job asks for (`-o channels_last=true|false`; None: as its precision says), a one-line error otherwise."
-    v = job.get("options", {}).get("channels_last")
+def layout_option(v) -> bool | None:
+    "The `channels_last` option checked: True, False or None (as the precision says); a one-line error otherwise."
     if v is None or isinstance(v, bool): return v
     raise InputError(f"channels_last: expected true or false, got {v!r}")
+
+def _layout(job: dict) -> bool | None:
+    "The layout a job asks for (`-o channels_last=true|false`)."
+    return layout_option(job.get("options", {}).get("channels_last"))
 
 def build_trainer(job: dict, steps: int | None = None, ckpt_every: int | None = None) -> tuple:
     """(trainer, data, cfg) of one run: its `RunSpec` (`job_run`) built by `training.run.build_run` (seeded, model,
