@@ -413,3 +413,40 @@ def test_a_figure_whose_model_stayed_in_another_checkout_is_left_out_with_a_note
         assert "were not drawn" in (tmp_path / "report.md").read_text()
     finally:
         del REPRODUCTIONS["toy_figures"], PAPERS["toy_figures"]
+
+def test_a_figure_shows_the_first_seed_whose_model_is_here_and_each_figure_is_left_out_alone(tmp_path):
+    """Figures show the first seed whose checkpoint is in the folder (a note names it when it is not the first seed);
+    with no model of a row left, `Context.draw` leaves out only the figures that need it, each with its note."""
+    import shutil
+    from matplotlib.figure import Figure
+    from disentbook.data.dsprites import DSprites
+    small = DSprites().subset(posX=range(0, 32, 8), posY=range(0, 32, 8), orientation=range(0, 40, 20))
+    shown = []
+    def figures(ctx):
+        figs = {}
+        def needs_model():
+            shown.append(ctx.figure_seed("T", "VAE")); ctx.model("T", "VAE"); return Figure()
+        ctx.draw(figs, "model.png", needs_model)
+        ctx.draw(figs, "history.png", lambda: (ctx.history("T", "VAE"), Figure())[1])
+        return figs
+    paper = Paper(name="toy_seed_figures", title="Toy", scales=dict(smoke=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1))),
+                  tables=(Table("T", "small", (model_spec("VAE", "vae", "VAE"),), (Metric("score", "score", "{:.2f}"),)),),
+                  data=lambda name, cfg, seed, options: small, evaluate=lambda model, data, cfg, seed, spec: dict(score=1.0),
+                  figures=(figures,), claims=())
+    fn = register_reproduction(paper)
+    ck = lambda s: tmp_path / "runs" / "small" / "vae" / f"seed{s}" / "train" / "checkpoint"
+    try:
+        first = fn("smoke", out_dir=tmp_path, device="cpu")
+        assert shown == [0] and sorted(first["figures"]) == ["history.png", "model.png"]
+        assert not any("show seed" in n or "not drawn" in n for n in first["notes"])
+        shutil.rmtree(ck(0))
+        again = fn("smoke", out_dir=tmp_path, device="cpu", resume=True)
+        assert shown[-1] == 1 and sorted(again["figures"]) == ["history.png", "model.png"]
+        assert sum("Figures of VAE (T) show seed 1" in n for n in again["notes"]) == 1
+        shutil.rmtree(ck(1))
+        last = fn("smoke", out_dir=tmp_path, device="cpu", resume=True)
+        assert last["results"] == first["results"] and last["figures"] == ["history.png"]
+        assert any(n.startswith("`model.png` was not drawn") for n in last["notes"])
+        assert "`model.png` was not drawn" in (tmp_path / "report.md").read_text()
+    finally:
+        del REPRODUCTIONS["toy_seed_figures"], PAPERS["toy_seed_figures"]

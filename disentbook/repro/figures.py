@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from ..core import InputError, make_generator
-from ..training.checkpoints import load_model
+from ..training.checkpoints import CheckpointNotFoundError, load_model
 from ..eval.viz import image_grid, kl_per_dim, traversal_figure, traversal_images
 from .declare import Paper, Table
 from .runs import load_data, run_cfg, run_dir, train_data
@@ -50,13 +50,34 @@ class Context:
     def spec(self, table: str, row: str) -> dict:
         return next(s for s in self.specs[table] if self.row(s) == row)
 
+    def figure_seed(self, table: str, row: str) -> int:
+        """The seed whose model a figure of `row` shows: the first seed with a checkpoint in this folder (a run that finished
+        in another checkout left its evaluation here, not its model), noted when it is not the first seed."""
+        spec = self.spec(table, row)
+        have = [s for s in self.seeds if (run_dir(self.out, self.datasets[table], spec, s) / "train" / "checkpoint" / "config.json").is_file()]
+        if not have or have[0] == self.seeds[0]: return self.seeds[0]
+        note = (f"Figures of {row} ({table}) show seed {have[0]}: the models of seed(s) "
+                f"{', '.join(map(str, self.seeds[:self.seeds.index(have[0])]))} finished in another checkout, which "
+                "carried their evaluations, not their models.")
+        if note not in self.notes: self.notes.append(note)
+        return have[0]
+
     def model(self, table: str, row: str, seed: int | None = None):
-        "The trained model of `row` in `table` (first seed by default), loaded from its checkpoint."
-        ds, spec = self.datasets[table], self.spec(table, row); seed = self.seeds[0] if seed is None else seed
+        "The trained model of `row` in `table` (by default `figure_seed`'s), loaded from its checkpoint."
+        ds, spec = self.datasets[table], self.spec(table, row); seed = self.figure_seed(table, row) if seed is None else seed
         key = (ds, spec["slug"], seed)
         if key not in self._models:
             self._models[key] = load_model(run_dir(self.out, ds, spec, seed) / "train" / "checkpoint", device=self.device)
         return self._models[key]
+
+    def draw(self, figs: dict, name: str, make) -> None:
+        """`figs[name] = make()`; when a model it shows has no checkpoint in this folder (each seed of a row finished in
+        another checkout), a note says the figure was not drawn and the other figures go on."""
+        try: figs[name] = make()
+        except CheckpointNotFoundError:
+            self.notes.append(f"`{name}` was not drawn: a model it shows has no checkpoint in this folder (its runs finished "
+                              "in another checkout, which carried their evaluations, not their models); the tables and "
+                              "claims are unaffected.")
 
     def history(self, table: str, row: str, seed: int | None = None):
         "The training history (DataFrame) of `row` in `table` (first seed by default)."
