@@ -106,3 +106,33 @@ def test_the_index_of_the_shipped_models_is_generated_from_their_cards(tmp_path)
     assert write_index(tmp_path, PRETRAINED_DIR).read_text() == committed.read_text(), \
         ("regenerate it: python3 -c \"from disentbook.campaign.models import write_index; from "
          "disentbook.classroom.pretrained import PRETRAINED_DIR; write_index('.', PRETRAINED_DIR)\"")
+
+
+def test_a_new_seed_trains_in_the_precision_its_curve_measured_so_far(tmp_path, monkeypatch):
+    """A curve's seeds compute alike whichever machine trains them: a seed that starts from scratch takes the precision
+    of the rows measured so far (here the one this machine's 'auto' would not choose), its checkpoint records it, and a
+    resumed seed keeps its own. No rows, or rows that already disagree: the recipe's own setting."""
+    import warnings
+    import disentbook.campaign.zoo as Z
+    from disentbook.campaign.curves import read_curve
+    from disentbook.campaign.ledger import Clock
+    from disentbook.core import write_json
+    from disentbook.training.checkpoints import read_checkpoint_config
+    from disentbook.training.config import resolve_precision
+    monkeypatch.setattr(Z, "CHUNK", 10)
+    z = Z.ZooRecipe("beta_vae_b4")
+    assert z.precision(tmp_path) is None
+    other = "fp32" if resolve_precision("auto", "cpu")[0] == "bf16" else "bf16"
+    curve = read_curve(tmp_path, z); curve["seeds"] = {"0": [dict(steps=10, mig=0.1, precision=other)]}
+    z.curve_file(tmp_path).parent.mkdir(parents=True)
+    write_json(curve, z.curve_file(tmp_path))
+    assert z.precision(tmp_path) == other
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # bf16 where the CPU has no native bf16: emulated, with a warning
+        assert z.train_to(tmp_path, 1, 10, Clock(600, say=lambda *a: None), say=lambda *a: None)
+        assert read_checkpoint_config(z.run_dir(tmp_path, 1) / "checkpoint")["precision"] == other
+        curve["seeds"]["2"] = [dict(steps=10, mig=0.1, precision="fp32" if other == "bf16" else "bf16")]
+        write_json(curve, z.curve_file(tmp_path))
+        assert z.precision(tmp_path) is None           # rows disagree: nothing to follow
+        assert z.train_to(tmp_path, 1, 20, Clock(600, say=lambda *a: None), say=lambda *a: None)   # goes on as it began
+    assert read_checkpoint_config(z.run_dir(tmp_path, 1) / "checkpoint")["precision"] == other

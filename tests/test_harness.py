@@ -450,3 +450,42 @@ def test_a_figure_shows_the_first_seed_whose_model_is_here_and_each_figure_is_le
         assert "`model.png` was not drawn" in (tmp_path / "report.md").read_text()
     finally:
         del REPRODUCTIONS["toy_seed_figures"], PAPERS["toy_seed_figures"]
+
+
+@pytest.mark.parametrize("began", ["fp32", "bf16"])
+def test_a_resumed_reproduction_trains_every_run_in_the_precision_its_runs_began_in(tmp_path, began):
+    """A report begun in one precision and resumed with 'auto' on a machine where 'auto' means the other trains its
+    remaining runs in the first one (rows compared in one report compute alike); a note says so only when this
+    machine's 'auto' differs. Runs that already disagree are named in a note, nothing is forced."""
+    import json, shutil, warnings
+    from disentbook.data.dsprites import DSprites
+    from disentbook.training.config import resolve_precision
+    small = DSprites().subset(posX=range(0, 32, 8), posY=range(0, 32, 8), orientation=range(0, 40, 20))
+    paper = Paper(name="toy_precision", title="Toy", scales=dict(smoke=dict(seeds=2, train=dict(steps=2, batch_size=8, log_every=1))),
+                  tables=(Table("T", "small", (model_spec("VAE", "vae", "VAE"),), (Metric("score", "score", "{:.2f}"),)),),
+                  data=lambda name, cfg, seed, options: small, evaluate=lambda model, data, cfg, seed, spec: dict(score=1.0),
+                  claims=())
+    fn = register_reproduction(paper)
+    seed_dir = lambda s: tmp_path / "runs" / "small" / "vae" / f"seed{s}"
+    mode = lambda s: json.loads((seed_dir(s) / "eval.json").read_text())["mode"]["precision"]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")        # bf16 where the CPU has no native bf16: emulated, with a warning
+            fn("smoke", out_dir=tmp_path, device="cpu", precision=began)
+            assert mode(0) == mode(1) == began
+            shutil.rmtree(seed_dir(1))
+            again = fn("smoke", out_dir=tmp_path, device="cpu", resume=True)
+        assert mode(1) == began and again["options"]["precision"] == began
+        differs = resolve_precision("auto", "cpu")[0] != began
+        assert any(n.startswith(f"Every run trains in {began}") for n in again["notes"]) == differs
+        other = "bf16" if began == "fp32" else "fp32"
+        e = json.loads((seed_dir(0) / "eval.json").read_text()); e["mode"]["precision"] = other
+        (seed_dir(0) / "eval.json").write_text(json.dumps(e))      # as if seed 0 had trained in the other precision
+        (tmp_path / "metrics.json").unlink()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            last = fn("smoke", out_dir=tmp_path, device="cpu", resume=True)
+        assert last["options"]["precision"] == "auto"
+        assert any("trained in bf16 and fp32" in n for n in last["notes"])
+    finally:
+        del REPRODUCTIONS["toy_precision"], PAPERS["toy_precision"]

@@ -545,3 +545,36 @@ def test_channels_last_fp32_run_resumes_exactly_and_keeps_its_layout(tmp_path):
     resumed.fit()
     for a, b in zip(straight.model.state_dict().values(), resumed.model.state_dict().values()): assert torch.equal(a, b)
     pd.testing.assert_frame_equal(straight.history, resumed.history, check_exact=True)
+
+
+# ---------------------------------------------------------------- the precision a run trains in
+@pytest.mark.parametrize("began,asked", [("fp32", "bf16"), ("bf16", "fp32"), ("fp32", "auto")])
+def test_a_resumed_run_keeps_the_precision_it_began_in(tmp_path, began, asked):
+    """A checkpoint records what its run computed in; a trainer that resumes it keeps that precision whatever its own
+    config asks (a run begun in fp32 on one machine and resumed where 'auto' means bf16 stays fp32), says why, and its
+    next checkpoint says the same. A cut fp32 run resumed so equals the straight run bit for bit."""
+    import warnings
+    from disentbook.data.digits import load_digits
+    from disentbook.data.samplers import SingleSampler
+    from disentbook.nets import VAE
+    data = load_digits(n=64)
+    def build(precision, out=None, steps=8):
+        torch.manual_seed(0)
+        cfg = TrainConfig(steps=steps, batch_size=8, lr=1e-3, log_every=2, device="cpu", precision=precision, progress=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")           # bf16 on a CPU without native bf16 warns that it is emulated
+            return Trainer(VAE(28, 1, 3, hidden=16), make_objective("beta_vae", beta=4.0), SingleSampler(data, device="cpu"),
+                           cfg, out_dir=out)
+    cut = build(began, tmp_path / "a"); cut.fit(4); cut.save()
+    assert read_checkpoint_config(tmp_path / "a" / "checkpoint")["precision"] == began
+    here = build(asked).precision                     # what this machine gives a new run asking for `asked`
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        resumed = build(asked, tmp_path / "a").load(tmp_path / "a" / "checkpoint")
+    assert resumed.precision == began
+    if here != began: assert resumed.precision_reason.startswith(f"the run began in {began}")
+    assert resumed.channels_last == (began == "bf16")
+    resumed.fit(); assert read_checkpoint_config(tmp_path / "a" / "checkpoint")["precision"] == began
+    if began == "fp32":
+        straight = build("fp32"); straight.fit()
+        for a, b in zip(straight.model.state_dict().values(), resumed.model.state_dict().values()): assert torch.equal(a, b)

@@ -36,6 +36,12 @@ class Subject:
         shutil.rmtree(self.run_dir(root, seed))
     def train_to(self, root, seed: int, steps: int, clock: Clock, say) -> bool: raise NotImplementedError
     def measure(self, root, seed: int, steps: int) -> dict: raise NotImplementedError
+    def precision(self, root) -> str | None:
+        """What the subject's measured seeds trained in ('fp32' / 'bf16'; None: nothing measured yet, or seeds already
+        disagree): a seed that starts from scratch trains in it, so the seeds a length rule compares compute alike
+        whichever machine trains them (a seed that goes on keeps its own, from its checkpoint)."""
+        ps = {r.get("precision") for rows in read_curve(root, self)["seeds"].values() for r in rows} - {None}
+        return ps.pop() if len(ps) == 1 else None
 
 def read_curve(root, subj: Subject) -> dict:
     "The subject's curve record (a new one if none); a record of another identity, or not readable JSON, is refused."

@@ -78,7 +78,9 @@ class PaperRow(Subject):
         if self.step_of(root, seed) >= steps: return True
         from disentbook.core import active_time
         from disentbook.repro.runs import build_trainer
-        trainer, _, _ = build_trainer(self.job(root, seed), steps=steps, ckpt_every=CHUNK)   # checks a resumed run's settings
+        job, p = self.job(root, seed), self.precision(root)
+        if p and self.step_of(root, seed) == 0: job["options"] = {**job["options"], "precision": p}   # as its other seeds
+        trainer, _, _ = build_trainer(job, steps=steps, ckpt_every=CHUNK)   # checks a resumed run's settings
         while trainer.step < steps:
             clock.wait_while_paused()
             if not clock.fits(): return False

@@ -135,7 +135,7 @@ class ZooRecipe(Subject):
             train_job(method=r.method, dataset="dsprites", params=r.params, steps=target,
                       batch_size=None if at else s["batch_size"], lr=None if at else s["lr"], latent_dim=s["latent_dim"],
                       hidden=s["hidden"], out_dir=run, device="cpu", seed=int(seed), evaluate=False, threads=s["threads"],
-                      precision=None if at else s["precision"], ckpt_every=CHUNK, resume=at > 0, overwrite=at == 0,
+                      precision=None if at else (self.precision(root) or s["precision"]), ckpt_every=CHUNK, resume=at > 0, overwrite=at == 0,
                       channels_last=CHANNELS_LAST)
             dt = active_time() - t0
             clock.took(dt * CHUNK / max(target - at, 1))
@@ -154,7 +154,7 @@ class ZooRecipe(Subject):
         row = dict(steps=int(steps), **a, **{f"check/{k}": v for k, v in b.items() if not k.startswith("kl/")}, **losses(run, steps))
         row.update(seconds_eval=round(time.monotonic() - t0, 1),
                    train_seconds=round(float(cfg.get("train_seconds") or float("nan")), 1),
-                   precision=json.loads((run / "run.json").read_text()).get("precision"), machine=cpu_name())
+                   precision=cfg.get("precision") or _started_in(run), machine=cpu_name())
         keep = run / "kept" / f"step_{steps}"              # the weights at every measured length (packaging reads them)
         shutil.rmtree(keep, ignore_errors=True); shutil.copytree(run / "checkpoint", keep)
         return row
@@ -165,6 +165,11 @@ def losses(run: Path, steps: int, window: int = 500) -> dict:
     h = pd.read_csv(run / "history.csv")
     h = h[(h["step"] <= steps) & (h["step"] > steps - window)]
     return {f"loss/{c}": float(h[c].mean()) for c in h.columns if c != "step"}
+
+def _started_in(run: Path) -> str | None:
+    "The precision a run's `run.json` says it began in (None without one: a run whose checkpoint came from another checkout)."
+    f = run / "run.json"
+    return json.loads(f.read_text()).get("precision") if f.is_file() else None
 
 # %% ../../nbs/89d_campaign_zoo.ipynb #e4bc8607
 def shipped_seed(curve: dict) -> tuple[int, dict]:

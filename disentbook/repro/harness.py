@@ -18,7 +18,7 @@ from .verdicts import NOT_CHECKED, RULE_TEXT, learned_rows, paper_seeds
 # the harness's parts, one job each (this module runs and judges a reproduction with them)
 from .claims import claim_cells, judge_claim
 from .declare import Paper, Table, register_paper, scale_config, scale_seeds
-from .runs import HARNESS_OPTIONS, RUNNERS, layout_option, run_dir, run_settings, train_group
+from .runs import HARNESS_OPTIONS, RUNNERS, layout_option, run_dir, run_settings, train_group, trained_precisions
 from .figures import Context
 from .report import UNKNOWN_ON_PAPER, paper_lookup, report_markdown, table_markdown, table_rows
 from .outdir import located, prepare_out, release_out
@@ -86,8 +86,10 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
     layout_option(opts["channels_last"])                      # checked before any run starts
     prepare_out(out, overwrite, resume)
     try:
+        kept = _keep_precision(out, seeds, opts, dev) if resume else None
         t0 = active_time()
         ctx = Context(paper, scale, cfg, out, dev, opts, seeds)
+        if kept: ctx.notes.append(kept)
         ctx.device_name = describe_device(dev)
         jobs, where = reproduction_jobs(paper, ctx, cfg, out, dev)
         print(f"{paper.name} ({scale}): {len(jobs)} runs ({len(seeds)} seed(s) per model), runner {runner}", flush=True)
@@ -97,6 +99,21 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
         return _finish(ctx, train_seconds, t0)
     finally:
         release_out(out)
+
+def _keep_precision(out: Path, seeds: list[int], opts: dict, dev) -> str | None:
+    """A resumed reproduction asked for 'auto' trains every run in the precision its runs so far trained in (a report
+    begun on a machine without native bf16 and resumed on one with it stays fp32, and the other way round): `opts` is
+    set to it, and the note returned says so when this machine's 'auto' would differ, or when the runs disagree already."""
+    from disentbook.training.config import resolve_precision
+    found = trained_precisions(out, seeds)
+    if opts["precision"] != "auto" or not found: return None
+    if len(found) > 1:
+        return (f"The runs of this report trained in {' and '.join(sorted(found))} (a run's precision is in its eval.json): "
+                "they began on machines that compute differently.")
+    (p,), here = found, resolve_precision("auto", dev)[0]
+    opts["precision"] = p
+    return None if p == here else (f"Every run trains in {p}, the precision this report's first runs trained in ('auto' on "
+                                   f"this machine would choose {here}): one precision across the rows they compare.")
 
 def _options(paper: Paper, scale: str, options: dict) -> dict:
     return {k: str(v) if isinstance(v, os.PathLike) else v

@@ -21,9 +21,9 @@ from .declare import PAPERS, Paper
 
 # %% auto #0
 __all__ = ['HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'train_data', 'data_size', 'default_model', 'objective_params',
-           'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'run_settings', 'sampler_fn',
-           'layout_option', 'build_trainer', 'train_run', 'train_group', 'setup_job', 'job_run', 'group_jobs',
-           'engine_record', 'train_ensembles']
+           'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'trained_precisions', 'run_settings',
+           'sampler_fn', 'layout_option', 'build_trainer', 'train_run', 'train_group', 'setup_job', 'job_run',
+           'group_jobs', 'engine_record', 'train_ensembles']
 
 # %% ../../nbs/80f_repro_runs.ipynb #f9557783
 def train_data(data):
@@ -102,6 +102,21 @@ def run_cfg(cfg: dict, spec: dict, dataset: str | None = None) -> dict:
 def run_dir(root, dataset: str, spec: dict, seed: int) -> Path:
     "Directory of one run."
     return Path(root) / "runs" / dataset / spec["slug"] / f"seed{seed}"
+
+def trained_precisions(root, seeds) -> set[str]:
+    """What the runs of `seeds` in the report folder `root` computed in ('fp32' / 'bf16'): a finished run's evaluation
+    says it, a cut run's checkpoint too (one written before checkpoints recorded it says nothing)."""
+    from ..core import DisentbookError
+    from ..training.checkpoints import read_checkpoint_config
+    found = set()
+    for s in seeds:
+        for d in Path(root).glob(f"runs/*/*/seed{int(s)}"):
+            if (d / "eval.json").is_file(): p = (json.loads((d / "eval.json").read_text()).get("mode") or {}).get("precision")
+            else:
+                try: p = read_checkpoint_config(d / "train" / "checkpoint").get("precision")
+                except (DisentbookError, OSError): p = None
+            if p: found.add(p)
+    return found
 
 def run_settings(job: dict) -> dict:
     "Everything that determines a run's result (compared with `settings.json` / `eval.json` to reuse it)."

@@ -65,8 +65,7 @@ class Trainer:
                              "move the sampler (or set config.device)")
         self.model, self.objective, self.sampler = model.to(self.device), objective.to(self.device), sampler
         # bf16 autocast where the hardware has it ('auto'); on a CPU the conv weights channels-last, oneDNN's fast layout
-        self.precision, self.precision_reason = resolve_precision(c.precision, self.device, c.amp)
-        self.channels_last = uses_channels_last(c, self.precision, self.device)
+        self._set_precision(*resolve_precision(c.precision, self.device, c.amp))
         self.out_dir = None if out_dir is None else Path(out_dir)
         core.seed_everything(c.seed + 1)                      # reparameterisation noise, permutations, dropout
         self.generator = core.make_generator(c.seed, sdev)    # the data stream
@@ -82,9 +81,6 @@ class Trainer:
             settings = dict(lr=c.lr, betas=c.betas, eps=c.eps) | dict(objective.aux_optim.get(name, {}))
             self.aux_optimizers[name] = torch.optim.Adam(ps, **settings)
             _set_trainable(ps, False)                         # frozen except during their own update
-        dev_type = self.device.type
-        self._autocast = ((lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if self.precision == "bf16"
-                          else contextlib.nullcontext)
         self.step = 0                                         # steps done; the next step passes `step` to the objective
         self.keys: list[str] | None = None                    # names of the logged terms, fixed at the first step
         self._layout, self._rows, self._history, self._saved_step = None, [], [], None
@@ -97,6 +93,14 @@ class Trainer:
         if self.out_dir is not None: clean_run_dir(self.out_dir)   # leftovers of a crashed save
         # the global generator's state (reparameterisation noise) at `step`: an ensemble member draws from a copy of it
         self.noise_state = (self.step, device_rng_state(self.device))
+
+    def _set_precision(self, precision: str, reason: str):
+        "What the steps compute in (`resolve_precision`'s answer, or a resumed run's own), with its autocast and layout."
+        self.precision, self.precision_reason = precision, reason
+        self.channels_last = uses_channels_last(self.config, precision, self.device)
+        dev_type = self.device.type
+        self._autocast = ((lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if precision == "bf16"
+                          else contextlib.nullcontext)
 
     def main_update(self, batch: dict, step: int) -> dict:
         "Objective forward and one step of the main optimizer; the aux nets stay frozen."
@@ -318,7 +322,7 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
                model=json_config(self.model, "model", "kind"),
                objective=json_config(self.objective, "objective", "name"),
                train=self.config.to_dict(), torch_version=torch.__version__, train_seconds=self.elapsed(),
-               train_clock=self.train_clock,
+               train_clock=self.train_clock, precision=self.precision,
                disentbook_version=sys.modules["disentbook"].__version__)   # the package: imported before any module of it
     buf = io.BytesIO(); torch.save(state, buf); blob = buf.getvalue()
     write_checkpoint(path, blob, cfg)
@@ -344,6 +348,10 @@ def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
     self.train_seconds = ck["config"].get("train_seconds")    # None in checkpoints written before it was recorded
     self.train_clock = ck["config"].get("train_clock", "wall")  # older checkpoints: timed by the wall clock
     self.noise_state = (self.step, device_rng_state(self.device))
+    used = ck["config"].get("precision")     # what the run computed in: kept, so a run never changes precision half-way
+    if used in ("bf16", "fp32") and used != self.precision:            # (checkpoints written before it say nothing)
+        p, why = resolve_precision(used, self.device)                  # bf16 where it is not native: emulated, with a warning
+        self._set_precision(p, f"the run began in {used}, kept from its checkpoint" + (why[len("asked for"):] if why != "asked for" else ""))
     saved = ck["config"].get("train", {}).get("channels_last")         # the layout the run trained in: kept, so it resumes exactly
     if saved != self.config.channels_last:
         self.config = dataclasses.replace(self.config, channels_last=saved)
