@@ -54,16 +54,18 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
     if "choice" not in curve: raise CampaignError(f"{name}: its curves have not chosen a length yet")
     seed, sel = zoo.shipped_seed(curve)
     L = sel["steps"]
-    src = z.run_dir(root, seed) / "kept" / f"step_{L}"
-    if not (src / "config.json").is_file():
-        raise CampaignError(f"{name}: the weights of seed {seed} at {L:,} steps are not here ({src}); train it again with "
-                            f"`python3 -m disentbook campaign --stage zoo-{name}` after moving its rows of that seed away")
+    src = zoo.shipped_weights(root, z)
+    if src is None:
+        raise CampaignError(f"{name}: the weights of seed {seed} at {L:,} steps are not in this checkout; "
+                            f"`python3 -m disentbook campaign --stage zoo-{name}` trains that seed again to that length")
+    again = src.parent.parent == z.trained_again().run_dir(root, seed)
     model = load_model(src, device="cpu")
     dest = Path(dest); dest.mkdir(parents=True, exist_ok=True)
     weights = dest / f"{name}.pt"
     torch.save({k: v.detach().cpu().half() if v.is_floating_point() else v.cpu() for k, v in model.state_dict().items()}, weights)
     rows = sorted(curve["seeds"][str(seed)], key=lambda r: r["steps"])
-    row = next(r for r in rows if r["steps"] == L)
+    chose = next(r for r in rows if r["steps"] == L)
+    row = curve["again"] if again else chose                 # the shipped weights' own measurement
     r, s = z.recipe, zoo.SETTINGS
     seeds_line = "; ".join(f"seed {k} {v['mig']:.3f} / {v['check_mig']:.3f}" for k, v in sel["seeds"].items())
     card = dict(name=name, method=r.method, dataset="dsprites", params=r.params, data_params={}, model=model.config,
@@ -89,6 +91,12 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
     card["note"] = (f"{r.source}. Trained {L:,} steps of batch {s['batch_size']} (the length its learning curves over seeds "
                     f"0-2 chose), seed {seed} of five; MIG {row['check/mig']:.3f} on images that chose nothing (five seeds: "
                     f"{sel['check_mean']:.3f} ± {sel['check_std']:.3f}).")
+    if again:
+        card["trained_again"] = dict(steps=L, mig=row["mig"], check_mig=row["check/mig"], curve_mig=chose["mig"],
+                                     curve_check_mig=chose["check/mig"])
+        card["note"] += (f" These weights were trained again from seed {seed} to {L:,} steps (the run that measured the curve "
+                         f"had trained past that length before it was chosen): MIG {row['mig']:.3f} / {row['check/mig']:.3f} "
+                         f"on the two image sets, the curve's row {chose['mig']:.3f} / {chose['check/mig']:.3f}.")
     (dest / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")          # the card without metrics first
     t0 = time.perf_counter()
     card["metrics"] = P.measure(name, root=dest)

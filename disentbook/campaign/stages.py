@@ -66,8 +66,8 @@ def _models_stage(root, clock: Clock, say) -> str:
 
 def _zoo_stage(root, name: str, clock: Clock, say) -> str:
     z = zoo.ZooRecipe(name)
-    if not train_curves(root, z, clock, say=say): return "partial"
-    return "ok" if train_seeds(root, z, clock, say=say) else "partial"
+    if not train_curves(root, z, clock, say=say) or not train_seeds(root, z, clock, say=say): return "partial"
+    return "ok" if zoo.train_shipped_again(root, z, clock, say) else "partial"     # the shipped weights in this checkout
 
 def subjects(stage: str) -> list:
     "The curve subjects a stage follows."
@@ -135,6 +135,9 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
                 files, secs = transport.checkpoint_files(z.run_dir(root, seed) / "checkpoint")
                 measured = max((r["steps"] for r in rows.get(str(seed), [])), default=0)
                 if files and secs >= CARRY_MIN_SECONDS and z.step_of(root, seed) > measured: live.append((secs, files))
+                if isinstance(z, zoo.ZooRecipe):           # a shipped seed trained again, on its way to the chosen length
+                    files, secs = transport.checkpoint_files(z.trained_again().run_dir(root, seed) / "checkpoint")
+                    if files and secs >= CARRY_MIN_SECONDS: live.append((secs, files))
     for name in reproductions.REPRODUCTIONS:
         if name not in led or led[name].get("status") == "ok": continue
         small, cks = reproductions.carried_files(root, name)

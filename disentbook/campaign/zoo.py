@@ -4,19 +4,19 @@
 
 # %% ../../nbs/89d_campaign_zoo.ipynb #9514428a
 from __future__ import annotations
-import dataclasses, json, shutil, time
+import copy, dataclasses, json, shutil, time
 from pathlib import Path
 
 import numpy as np
 
-from .curves import Subject
+from .curves import Subject, read_curve
 from .lengths import LengthRule
-from .ledger import WORK, CampaignError, Clock
+from .ledger import WORK, CampaignError, Clock, write_json_atomic
 
 # %% auto #0
 __all__ = ['RECIPES', 'SETTINGS', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'CURVE_IMAGES', 'CHECK_IMAGES',
            'NUM_POINTS', 'FVAE', 'CHUNK', 'KL_ACTIVE', 'SHIP_RULE', 'CURVES', 'Recipe', 'recipe', 'dsprites', 'measure',
-           'ZooRecipe', 'losses', 'shipped_seed']
+           'ZooRecipe', 'losses', 'shipped_seed', 'shipped_weights', 'train_shipped_again']
 
 # %% ../../nbs/89d_campaign_zoo.ipynb #3b7a921f
 @dataclasses.dataclass(frozen=True)
@@ -103,14 +103,19 @@ class ZooRecipe(Subject):
     "A zoo recipe's learning curves: MIG on the choosing images, every seed trained by `jobs.train_job` in chunks."
     key, sign = "mig", 1
     def __init__(self, name: str):
-        self.name, self.recipe = name, recipe(name)
+        self.name, self.recipe, self.again = name, recipe(name), False
         self.grid, self.rule, self.curve_seeds, self.more_seeds = GRID, RULE, CURVE_SEEDS, MORE_SEEDS
         self.title = f"{name}: {self.recipe.method} " + ", ".join(f"{k} = {v:g}" for k, v in self.recipe.params.items())
     def identity(self) -> dict:
         return dict(recipe=self.name, method=self.recipe.method, params=self.recipe.params, settings=SETTINGS,
                     rule=self.rule.as_dict(), images=dict(choose=CURVE_IMAGES, check=CHECK_IMAGES, num_points=NUM_POINTS))
     def curve_file(self, root) -> Path: return Path(root) / CURVES / f"{self.name}.json"
-    def run_dir(self, root, seed: int) -> Path: return Path(root) / WORK / "zoo" / self.name / f"seed{int(seed)}"
+    def trained_again(self) -> "ZooRecipe":
+        "The same subject (identity, grid, rule) whose run folders are `seedK-again`: `train_shipped_again`'s."
+        a = copy.copy(self); a.again = True
+        return a
+    def run_dir(self, root, seed: int) -> Path:
+        return Path(root) / WORK / "zoo" / self.name / (f"seed{int(seed)}-again" if self.again else f"seed{int(seed)}")
     def check_run(self, root, seed: int) -> None:
         run, r = self.run_dir(root, seed), self.recipe
         if not (run / "checkpoint" / "config.json").is_file(): return
@@ -183,3 +188,29 @@ def shipped_seed(curve: dict) -> tuple[int, dict]:
     check = np.array([at[s]["check/mig"] for s in sorted(at)])
     return best, dict(steps=L, rule=SHIP_RULE, seeds={s: dict(mig=at[s]["mig"], check_mig=at[s]["check/mig"]) for s in sorted(at)},
                       check_mean=float(check.mean()), check_std=float(check.std(ddof=1)), shipped=best)
+
+def shipped_weights(root, z: ZooRecipe) -> Path | None:
+    """The weights `SHIP_RULE` names: its seed's run at the chosen length, else that seed trained again to it
+    (`train_shipped_again`); None when neither is in this checkout."""
+    seed, sel = shipped_seed(read_curve(root, z))
+    for d in (z.run_dir(root, seed), z.trained_again().run_dir(root, seed)):
+        if (d / "kept" / f"step_{sel['steps']}" / "config.json").is_file(): return d / "kept" / f"step_{sel['steps']}"
+    return None
+
+def train_shipped_again(root, z: ZooRecipe, clock: Clock, say=print) -> bool:
+    """Make sure `shipped_weights` are here. A checkout carries each seed's live checkpoint, not the weights of every
+    length it measured, so the seed the rule names may have passed the chosen length in another checkout: it is then
+    trained again from its seed to that length in its own folder (`seedK-again`, its precision as the curve's) and
+    measured on both image sets; the record keeps that measurement as `again`, beside the row that chose it (on the same
+    kind of machine the two agree to the last digit). False when the budget ran out first."""
+    if shipped_weights(root, z) is not None: return True
+    seed, sel = shipped_seed(read_curve(root, z)); L = sel["steps"]
+    a = z.trained_again()
+    if a.step_of(root, seed) > L: a.restart(root, seed)
+    if not a.train_to(root, seed, L, clock, say): return False
+    row = dict(a.measure(root, seed, L), steps=int(L), seed=int(seed))
+    curve = read_curve(root, z); curve["again"] = row
+    write_json_atomic(z.curve_file(root), curve)
+    first = next(r for r in curve["seeds"][str(seed)] if r["steps"] == L)
+    say(f"{z.name} seed {seed} trained again to {L:,} steps: MIG {row['mig']:.4g} (the row that chose it: {first['mig']:.4g})")
+    return True
