@@ -111,9 +111,10 @@ def _keep_precision(out: Path, seeds: list[int], opts: dict, dev) -> str | None:
         return (f"The runs of this report trained in {' and '.join(sorted(found))} (a run's precision is in its eval.json): "
                 "they began on machines that compute differently.")
     (p,), here = found, resolve_precision("auto", dev)[0]
+    if p == here: return None                                # 'auto' gives it here: each run says 'auto', as before
     opts["precision"] = p
-    return None if p == here else (f"Every run trains in {p}, the precision this report's first runs trained in ('auto' on "
-                                   f"this machine would choose {here}): one precision across the rows they compare.")
+    return (f"Every run trains in {p}, the precision this report's first runs trained in ('auto' on this machine would "
+            f"choose {here}): one precision across the rows they compare.")
 
 def _options(paper: Paper, scale: str, options: dict) -> dict:
     return {k: str(v) if isinstance(v, os.PathLike) else v
