@@ -272,14 +272,14 @@ def contrastive_figures(ctx) -> dict:
     figs, run = {}, [ds for ds in _datasets(ctx) if f"Table 1 ({ds})" in ctx.results]
     for i, ds in enumerate(run):
         t = f"Table 1 ({ds})"; ev = ctx.data(t).test
-        ms = lambda t=t: {m["row"]: ctx.model(t, m["row"]) for m in METHODS}      # each figure draws or is noted alone
-        eq8 = lambda t=t: ctx.model(t, "Ours (Eq. 8)")
+        ms = lambda: {m["row"]: ctx.model(t, m["row"]) for m in METHODS}      # each figure draws or is noted alone
+        eq8 = lambda: ctx.model(t, "Ours (Eq. 8)")
         if i == 0:
             ctx.draw(figs, "figure4_tsne_s.png", lambda: figure4(ms(), ev, seed=ctx.seeds[0], tsne=ctx.cfg["eval"]["tsne"]))
             ctx.draw(figs, "figure5_decoding.png", lambda: figure5(ms(), ev))
             figs["figure6a_w2_training.png"] = figure6a({m["row"]: ctx.history(t, m["row"]) for m in METHODS}, ds)
             ctx.draw(figs, "figure8_interpolation.png", lambda: figure8(eq8(), ev, "Ours (Eq. 8)"))
-        ctx.draw(figs, f"figure7_reconstructions_{ds}.png", lambda ev=ev, ds=ds: figure7(eq8(), ev, f"Ours (Eq. 8), {ds}"))
+        ctx.draw(figs, f"figure7_reconstructions_{ds}.png", lambda: figure7(eq8(), ev, f"Ours (Eq. 8), {ds}"))
     if "Figure 6b" in ctx.results:
         figs["figure6b_ca_vs_lambda.png"] = figure_sweep(_points(ctx, "Figure 6b", lambda s: s["params"]["lambda_z"]), "λ_z",
                                                          "Figure 6b: CA of s_x against λ_z", xlog=True)

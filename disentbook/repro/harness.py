@@ -14,6 +14,7 @@ from ..core import (REPRODUCTIONS, DataNotFoundError, InputError, active_time, d
                    write_json)
 from ..eval.viz import save_figure
 from ..training.checkpoints import CheckpointNotFoundError
+from ..training.config import resolve_precision
 from .verdicts import NOT_CHECKED, RULE_TEXT, learned_rows, paper_seeds
 # the harness's parts, one job each (this module runs and judges a reproduction with them)
 from .claims import claim_cells, judge_claim
@@ -104,7 +105,6 @@ def _keep_precision(out: Path, seeds: list[int], opts: dict, dev) -> str | None:
     """A resumed reproduction asked for 'auto' trains every run in the precision its runs so far trained in (a report
     begun on a machine without native bf16 and resumed on one with it stays fp32, and the other way round): `opts` is
     set to it, and the note returned says so when this machine's 'auto' would differ, or when the runs disagree already."""
-    from disentbook.training.config import resolve_precision
     found = trained_precisions(out, seeds)
     if opts["precision"] != "auto" or not found: return None
     if len(found) > 1:

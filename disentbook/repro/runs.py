@@ -10,10 +10,11 @@ from types import SimpleNamespace
 
 import torch
 
-from ..core import InputError, NonFiniteLossError, active_time, in_test, write_json
+from ..core import DisentbookError, InputError, NonFiniteLossError, active_time, in_test, write_json
 from ..data.samplers import SingleSampler
 from ..nets import VAE
 from ..objectives.base import OBJECTIVES, make_objective
+from ..training.checkpoints import read_checkpoint_config
 from ..training.config import TrainConfig
 from ..training.run import RunSpec, bound_objective, build_run
 from ..eval.viz import history_figure, save_figure
@@ -106,8 +107,6 @@ def run_dir(root, dataset: str, spec: dict, seed: int) -> Path:
 def trained_precisions(root, seeds) -> set[str]:
     """What the runs of `seeds` in the report folder `root` computed in ('fp32' / 'bf16'): a finished run's evaluation
     says it, a cut run's checkpoint too (one written before checkpoints recorded it says nothing)."""
-    from ..core import DisentbookError
-    from ..training.checkpoints import read_checkpoint_config
     found = set()
     for s in seeds:
         for d in Path(root).glob(f"runs/*/*/seed{int(s)}"):
