@@ -120,7 +120,7 @@ class ZooRecipe(Subject):
         run, r = self.run_dir(root, seed), self.recipe
         if not (run / "checkpoint" / "config.json").is_file(): return
         try: info = json.loads((run / "run.json").read_text())
-        except (OSError, ValueError): info = {}
+        except (OSError, ValueError): info = _from_checkpoint(run / "checkpoint", r)   # carried: the checkpoint alone
         got = dict(method=info.get("method"), params=info.get("params"), seed=info.get("seed"),
                    hidden=info.get("model", {}).get("hidden"), latent_dim=info.get("model", {}).get("latent_dim"))
         want = dict(method=r.method, params=r.params, seed=int(seed), hidden=SETTINGS["hidden"], latent_dim=SETTINGS["latent_dim"])
@@ -170,6 +170,17 @@ def losses(run: Path, steps: int, window: int = 500) -> dict:
     h = pd.read_csv(run / "history.csv")
     h = h[(h["step"] <= steps) & (h["step"] > steps - window)]
     return {f"loss/{c}": float(h[c].mean()) for c in h.columns if c != "step"}
+
+def _from_checkpoint(ck: Path, r: Recipe) -> dict:
+    """What `run.json` would say of a run, read from its checkpoint (a checkout carries the checkpoint, not `run.json`):
+    method, the recipe's parameters as the objective holds them, seed, model; {} for an unreadable checkpoint."""
+    from disentbook.core import DisentbookError
+    from disentbook.training.checkpoints import read_checkpoint_config
+    try: cfg = read_checkpoint_config(ck)
+    except (DisentbookError, OSError): return {}
+    obj = cfg.get("objective") or {}
+    return dict(method=obj.get("name"), params={k: obj.get(k) for k in r.params}, seed=cfg.get("train", {}).get("seed"),
+                model=cfg.get("model") or {})
 
 def _started_in(run: Path) -> str | None:
     "The precision a run's `run.json` says it began in (None without one: a run whose checkpoint came from another checkout)."
