@@ -136,3 +136,24 @@ def test_a_new_seed_trains_in_the_precision_its_curve_measured_so_far(tmp_path, 
         assert z.precision(tmp_path) is None           # rows disagree: nothing to follow
         assert z.train_to(tmp_path, 1, 20, Clock(600, say=lambda *a: None), say=lambda *a: None)   # goes on as it began
     assert read_checkpoint_config(z.run_dir(tmp_path, 1) / "checkpoint")["precision"] == other
+
+
+def test_a_curve_seed_at_its_last_measured_length_is_carried_while_its_curves_go_on(tmp_path):
+    """A curve seed whose checkpoint sits at the length it was last measured at travels to the next checkout while the
+    curves may still train it further (else it would start again from its seed); once the stage is done it does not."""
+    import disentbook.campaign.stages as S
+    import disentbook.campaign.zoo as Z
+    from disentbook.campaign.curves import read_curve
+    from disentbook.campaign.ledger import LEDGER, write_stage
+    from disentbook.core import write_json
+    from disentbook.training.checkpoints import write_checkpoint
+    z = Z.ZooRecipe("beta_vae_b4")
+    curve = read_curve(tmp_path, z); curve["seeds"] = {"0": [dict(steps=2500, mig=0.1, precision="fp32")]}
+    z.curve_file(tmp_path).parent.mkdir(parents=True); write_json(curve, z.curve_file(tmp_path))
+    ck = write_checkpoint(z.run_dir(tmp_path, 0) / "checkpoint", b"w", dict(step=2500, train_seconds=S.CARRY_MIN_SECONDS + 1))
+    write_stage(tmp_path / LEDGER, "zoo-beta_vae_b4", dict(status="partial"))
+    keep, left = S.carried_paths(tmp_path)
+    assert ck / "config.json" in keep and not left
+    write_stage(tmp_path / LEDGER, "zoo-beta_vae_b4", dict(status="ok"))
+    keep, _ = S.carried_paths(tmp_path)
+    assert ck / "config.json" not in keep

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, datetime, signal, subprocess, sys, threading, time
 from pathlib import Path
 
-from .curves import read_curve, train_curves, train_seeds
+from .curves import horizon, read_curve, train_curves, train_seeds
 from .ledger import LEDGER, WORK, CampaignError, Clock, machine, parse_budget, read_ledger, write_stage
 from . import papers, reproductions, transport, zoo
 
@@ -130,11 +130,13 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
             f = z.curve_file(root)
             keep += [p for p in (f, f.with_suffix(".png")) if p.is_file()]
             if led.get(stage, {}).get("status") == "ok": continue
-            rows = read_curve(root, z)["seeds"]
+            curve = read_curve(root, z); rows = curve["seeds"]
+            going = horizon(curve, z) is not None       # the curve seeds may train on past their last measured length
             for seed in (*z.curve_seeds, *z.more_seeds):
                 files, secs = transport.checkpoint_files(z.run_dir(root, seed) / "checkpoint")
                 measured = max((r["steps"] for r in rows.get(str(seed), [])), default=0)
-                if files and secs >= CARRY_MIN_SECONDS and z.step_of(root, seed) > measured: live.append((secs, files))
+                on = z.step_of(root, seed) > measured or (going and seed in z.curve_seeds)
+                if files and secs >= CARRY_MIN_SECONDS and on: live.append((secs, files))
                 if isinstance(z, zoo.ZooRecipe):           # a shipped seed trained again, on its way to the chosen length
                     files, secs = transport.checkpoint_files(z.trained_again().run_dir(root, seed) / "checkpoint")
                     if files and secs >= CARRY_MIN_SECONDS: live.append((secs, files))
