@@ -119,8 +119,7 @@ class ZooRecipe(Subject):
     def check_run(self, root, seed: int) -> None:
         run, r = self.run_dir(root, seed), self.recipe
         if not (run / "checkpoint" / "config.json").is_file(): return
-        try: info = json.loads((run / "run.json").read_text())
-        except (OSError, ValueError): info = _from_checkpoint(run / "checkpoint", r)   # carried: the checkpoint alone
+        info = _from_checkpoint(run / "checkpoint", r)      # what trained, as the checkpoint says (run.json is not carried)
         got = dict(method=info.get("method"), params=info.get("params"), seed=info.get("seed"),
                    hidden=info.get("model", {}).get("hidden"), latent_dim=info.get("model", {}).get("latent_dim"))
         want = dict(method=r.method, params=r.params, seed=int(seed), hidden=SETTINGS["hidden"], latent_dim=SETTINGS["latent_dim"])
@@ -172,8 +171,8 @@ def losses(run: Path, steps: int, window: int = 500) -> dict:
     return {f"loss/{c}": float(h[c].mean()) for c in h.columns if c != "step"}
 
 def _from_checkpoint(ck: Path, r: Recipe) -> dict:
-    """What `run.json` would say of a run, read from its checkpoint (a checkout carries the checkpoint, not `run.json`):
-    method, the recipe's parameters as the objective holds them, seed, model; {} for an unreadable checkpoint."""
+    """What a run folder's checkpoint says trained there (the one record a checkout carries with it): method, the
+    recipe's parameters as the objective holds them, seed, model; {} for an unreadable checkpoint."""
     from disentbook.core import DisentbookError
     from disentbook.training.checkpoints import read_checkpoint_config
     try: cfg = read_checkpoint_config(ck)
