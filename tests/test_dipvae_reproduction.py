@@ -14,7 +14,7 @@ from disentbook.core import DataNotFoundError, InputError, REPRODUCTIONS, paper_
 def test_smoke_end_to_end(tmp_path):
     res = REPRODUCTIONS["dipvae"]("smoke", out_dir=tmp_path, device="cpu", sweep=True)
     for f in ("report.md", "metrics.json", "table.csv", "traversals.png", "figure1_sap_zdiff_vs_recon.png",
-              "traversals/vae.png", "runs/dsprites/vae/seed0/train/checkpoint/config.json", "runs/dsprites/vae/seed0/losses.png"):
+              "traversals/vae.png", "runs/dsprites/vae/seed0/train/checkpoint/config.json", "runs/dsprites/vae/losses.png"):
         assert (tmp_path / f).stat().st_size > 0, f
     md = (tmp_path / "report.md").read_text()
     pv = paper_values("dipvae").query("dataset == 'dsprites'")

@@ -145,9 +145,10 @@ def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
     assert r["seeds"] == [3, 4] and len(calls) == 4 and r["claims"][0]["verdict"] == HOLDS
     assert r["skipped"] == {"S": "not asked"}
     run = tmp_path / "runs" / "small" / "beta_vae_beta4" / "seed4"
-    for f in ("settings.json", "eval.json", "losses.png", "train/history.csv", "train/checkpoint/config.json"):
+    for f in ("settings.json", "eval.json", "train/history.csv", "train/checkpoint/config.json", "../losses.png"):
         assert (run / f).exists(), f
     md = (tmp_path / "report.md").read_text()
+    assert not (run / "losses.png").exists() and "`runs/small/beta_vae_beta4/losses.png` (loss curves, every seed)" in md
     assert "| b4 | 6.04 ± 0.01 | 2 |" in md and "HOLDS" in md and "S: not asked" in md
     # a finished report is refused; resume reuses every run (no evaluation, no training)
     with pytest.raises(InputError, match="already holds a finished report"): fn("quick", out_dir=tmp_path, device="cpu", seed=3)
@@ -255,7 +256,7 @@ def test_ensemble_runner_equals_runs_one_by_one(toy, tmp_path, monkeypatch):
             assert abs(ra["w"] - rb["w"]) < 1e-3 * max(1.0, abs(ra["w"])), (row, ra["w"], rb["w"])
             assert ra["steps"] == rb["steps"] == 3
     run = tmp_path / "ens" / "runs" / "small" / "beta_vae_beta4" / "seed1"
-    for f in ("settings.json", "eval.json", "losses.png", "train/checkpoint/config.json"):
+    for f in ("settings.json", "eval.json", "train/checkpoint/config.json", "../losses.png"):
         assert (run / f).exists(), f
     n = len(calls)
     fn("quick", out_dir=tmp_path / "ens", device="cpu", runner="ensemble", resume=True, precision="fp32")   # cached: nothing trains

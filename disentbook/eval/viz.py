@@ -5,6 +5,7 @@
 # %% ../../nbs/24_eval_viz.ipynb #9a35932a
 from __future__ import annotations
 import io, os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -122,13 +123,19 @@ def traversal_figure(model, x0, x_kl=None, n_steps: int = 9, span: float = 2.5, 
 
 # %% ../../nbs/24_eval_viz.ipynb #3775312b
 def history_figure(history, terms=None, title: str = "training"):
-    "One panel per logged term of a trainer history (a DataFrame with a `step` column)."
-    cols = [c for c in (terms or history.columns) if c != "step"]
+    """One panel per logged term of a trainer history (a DataFrame with a `step` column), or of several histories
+    overlaid, one line each with its label (a mapping {label: history}, e.g. the seeds of one model)."""
+    runs = dict(history) if isinstance(history, Mapping) else {None: history}
+    if not runs: raise InputError("no history to plot")
+    if any("step" not in h for h in runs.values()): raise InputError("a history has no `step` column")
+    cols = [c for c in (terms or dict.fromkeys(c for h in runs.values() for c in h.columns)) if c != "step"]
     if not cols: raise InputError("the history has no logged terms to plot")
     fig = new_figure((3.2 * min(len(cols), 4), 2.4 * -(-len(cols) // 4)))
     for i, c in enumerate(cols):
         ax = fig.add_subplot(-(-len(cols) // 4), min(len(cols), 4), i + 1)
-        ax.plot(history["step"], history[c]); ax.set_title(c, fontsize=9); ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=7)
+        for label, h in runs.items():
+            if c in h: ax.plot(h["step"], h[c], lw=1.5 if len(runs) == 1 else 0.8, label=label)
+        ax.set_title(c, fontsize=9); ax.set_xlabel("step", fontsize=8); ax.tick_params(labelsize=7)
+        if i == 0 and len(runs) > 1: ax.legend(fontsize=6, frameon=False)
     fig.suptitle(title, fontsize=10); fig.tight_layout()
     return fig

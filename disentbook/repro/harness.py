@@ -20,7 +20,7 @@ from .verdicts import NOT_CHECKED, RULE_TEXT, learned_rows, paper_seeds
 from .claims import claim_cells, judge_claim
 from .declare import Paper, Table, register_paper, scale_config, scale_seeds
 from .runs import HARNESS_OPTIONS, RUNNERS, layout_option, run_dir, run_settings, train_group, trained_precisions
-from .figures import Context
+from .figures import Context, loss_figures
 from .report import UNKNOWN_ON_PAPER, paper_lookup, report_markdown, table_markdown, table_rows
 from .outdir import located, prepare_out, release_out
 from .reference import PIXELS, measure_references, reference_metrics, with_references
@@ -167,7 +167,7 @@ def read_metrics(f, need=("paper", "scale", "claims"), hint: str = "") -> dict:
 def rejudge(paper: Paper, out_dir) -> dict:
     """Judge a finished reproduction again with this version's judge (gates, cells, claims, table.csv, report.md,
     metrics.json) from the per-run metrics its metrics.json holds: nothing trains and no figure is redrawn (they need the
-    models). The report keeps the original wall times and says when and from what it was re-judged, with the notes its
+    models), except a model's loss figure that is missing (drawn from its runs' histories: `loss_figures`). The report keeps the original wall times and says when and from what it was re-judged, with the notes its
     metrics.json carries (e.g. a metric added afterwards from the runs' checkpoints)."""
     out = Path(out_dir)
     f = out / "metrics.json"
@@ -248,6 +248,7 @@ def _finish(ctx: Context, train_seconds: float, t0: float, figures: list | None 
                              "evaluations, not their models); the tables and claims are unaffected.")
             continue
         for name, fig in drawn.items(): figs.append(str(save_figure(fig, out / name).relative_to(out)))
+    for name, fig in loss_figures(ctx, missing_only=figures is not None).items(): save_figure(fig, out / name)
     rows, md_tables, gates = [], [], {}
     for t in p.tables:
         if t.name not in ctx.results: continue

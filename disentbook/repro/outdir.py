@@ -10,7 +10,7 @@ from pathlib import Path
 from ..core import InputError, write_json
 
 # %% auto #0
-__all__ = ['RUN_TRAINING', 'prepare_out', 'release_out', 'located', 'share_training']
+__all__ = ['RUN_TRAINING', 'MODEL_FIGURES', 'prepare_out', 'release_out', 'located', 'share_training']
 
 # %% ../../nbs/80i_repro_outdir.ipynb #382b571e
 def prepare_out(out: Path, overwrite: bool = False, resume: bool = False) -> Path:
@@ -47,7 +47,9 @@ def release_out(out: Path):
     (Path(out) / ".lock").unlink(missing_ok=True)
 
 # %% ../../nbs/80i_repro_outdir.ipynb #1ce44f5c
-RUN_TRAINING = ("losses.png", "train/history.csv")    # what a run's training leaves beside its evaluation (eval.json)
+RUN_TRAINING = ("train/history.csv", "losses.png")    # what a run's training leaves beside its evaluation (eval.json);
+                                                      # losses.png: runs of reports drawn before the figures per model
+MODEL_FIGURES = ("losses.png",)                       # drawn per model (runs/<dataset>/<model>/) from its seeds' training
 
 def located(out: Path, f, trained_in: str | None = None) -> str | None:
     """Where the report in `out` finds its file `f` (relative to `out`): `f` itself, or for a report whose runs trained in
@@ -59,8 +61,8 @@ def located(out: Path, f, trained_in: str | None = None) -> str | None:
 
 def share_training(out, trained_in) -> dict:
     """Make the finished report in `out`, whose runs are those of the report folder `trained_in` evaluated again, keep
-    only what its evaluation wrote: each run's `RUN_TRAINING` files and each top-level figure identical to `trained_in`'s
-    copy are removed from `out`, and `out/metrics.json` records `trained_in` relative to `out` (re-judge the report after,
+    only what its evaluation wrote: each run's `RUN_TRAINING` files, each model's `MODEL_FIGURES` and each top-level figure
+    identical to `trained_in`'s copy are removed from `out`, and `out/metrics.json` records `trained_in` relative to `out` (re-judge the report after,
     so it lists the shared copies). Refused, before anything is removed, if a run or figure is missing there or differs.
     Returns {"removed": number of files, "bytes": their size}."""
     out, src = Path(out), Path(trained_in)
@@ -70,6 +72,7 @@ def share_training(out, trained_in) -> dict:
     if not src.is_dir(): raise InputError(f"{src} is not a folder: expected the report folder whose runs {out} evaluates")
     runs = sorted(p.relative_to(out) for p in out.glob("runs/*/*/seed*") if p.is_dir())
     files = [r / name for r in runs for name in RUN_TRAINING if (out / r / name).exists()]
+    files += [d / name for d in sorted({r.parent for r in runs}) for name in MODEL_FIGURES if (out / d / name).exists()]
     files += [Path(g) for g in m.get("figures") or [] if (out / g).is_file()]
     for g in files:
         if not (src / g).is_file() or not filecmp.cmp(out / g, src / g, shallow=False):

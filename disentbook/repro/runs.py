@@ -17,7 +17,6 @@ from ..objectives.base import OBJECTIVES, make_objective
 from ..training.checkpoints import read_checkpoint_config
 from ..training.config import TrainConfig
 from ..training.run import RunSpec, bound_objective, build_run
-from ..eval.viz import history_figure, save_figure
 from .declare import PAPERS, Paper
 
 # %% auto #0
@@ -168,7 +167,7 @@ def train_run(job: dict) -> dict:
     return _evaluate_run(job, data, cfg, trainer, train_s, mode)
 
 def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dict | None = None) -> dict:
-    """Loss figure, the paper's evaluation of the trained model, `eval.json`: the end of every run, however trained.
+    """The paper's evaluation of the trained model, `eval.json`: the end of every run, however trained.
     `train_s` is the wall time of the training that produced the run: for an ensemble the whole ensemble's, with
     `mode['members']` runs in it; `train_seconds_member_share` is that time divided by the members (a share, not a
     measurement of one run); `train_seconds` is this call's, `train_seconds_run` the run's own over every call that
@@ -177,7 +176,6 @@ def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dic
     the metrics."""
     paper, spec, seed = PAPERS[job["paper"]], job["spec"], int(job["seed"])
     out = run_dir(job["root"], job["dataset"], spec, seed)
-    save_figure(history_figure(trainer.history, title=spec["label"]), out / "losses.png")
     model = trainer.model.eval(); t0 = active_time()
     m = dict(paper.evaluate(model, data, cfg, seed, spec))
     last = trainer.history.iloc[-1].to_dict() if len(trainer.history) else {}
