@@ -111,14 +111,12 @@ def train_seeds(root, subj: Subject, clock: Clock, say=print) -> bool:
 
 # %% ../../nbs/89c_campaign_curves.ipynb #e8a32a23
 def curve_figure(curve: dict, key: str = "mig", title: str | None = None):
-    "The figure of a curve record (see above)."
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    "The figure of a curve record (see above): each seed's measurements (a line with its points), the seed means."
+    from disentbook.eval.viz import new_figure
+    fig = new_figure((6.4, 3.4)); ax = fig.add_subplot()
     for s, rows in sorted(curve["seeds"].items()):
         rows = sorted((r for r in rows if key in r), key=lambda r: r["steps"])
-        ax.plot([r["steps"] for r in rows], [r[key] for r in rows], "-", lw=0.8, alpha=0.6, label=f"seed {s}")
+        ax.plot([r["steps"] for r in rows], [r[key] for r in rows], ".-", lw=0.9, ms=4, alpha=0.7, label=f"seed {s}")
     for k, style, what in ((key, "o-", "mean"), (f"check/{key}", "s--", "mean, other images")):
         vals = seed_values(curve, tuple(int(s) for s in curve["seeds"]), k)
         Ls = complete_lengths(vals)
