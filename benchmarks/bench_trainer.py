@@ -1,9 +1,10 @@
 """Training throughput of β-VAE (β = 4) on 64×64 dSprites, batch 64: disentbook's Trainer at its defaults (precision
 'auto': bf16 autocast and channels-last weights on a CPU with native bf16, bf16 on CUDA, fp32 elsewhere) and at fp32,
 against a bare fp32 PyTorch loop of the same model, objective and data (and the same loop with the trainer's bf16 recipe:
-autocast, channels-last weights on a CPU), measured in one run (interleaved repeats).
+autocast, channels-last weights on a CPU), measured in one run (interleaved repeats). `--compile` adds both bare loops
+with the forward pass and loss through `torch.compile` (default mode; its compilation is in the warm-up, not timed).
 
-    python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda]
+    python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda] [--compile]
 
 Every loop indexes the same uint8 image tensor (a materialised subset of procedural dSprites) on the device, uses the
 same Adam, and runs the same number of steps after a warm-up; the trainer logs every 50 steps (its only host
@@ -26,19 +27,22 @@ def sync(dev):
     if dev.type == "cuda": torch.cuda.synchronize()
 
 
-def bare_loop(images, steps, batch, dev, seed=0, bf16=False):
-    "The reference: a plain fp32 loop (no autocast, default memory format); `bf16`: the same with the trainer's bf16 recipe."
+def bare_loop(images, steps, batch, dev, seed=0, bf16=False, compile=False):
+    """The reference: a plain fp32 loop (no autocast, default memory format); `bf16`: the same with the trainer's bf16 recipe;
+    `compile`: the forward pass and loss through `torch.compile`."""
     torch.manual_seed(seed)
     model = VAE().to(dev)
     if bf16 and dev.type == "cpu": model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     g = make_generator(seed, dev)
-    def step():
-        i = torch.randint(len(images), (batch,), generator=g, device=dev)
-        x = to_float_images(images[i])
+    def loss_of(x):
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bf16):
             out = model(x)
-            loss = model.nll(out["x_out"].float(), x).mean() + 4.0 * gaussian_kl(out["mu"].float(), out["logvar"].float()).sum(1).mean()
+            return model.nll(out["x_out"].float(), x).mean() + 4.0 * gaussian_kl(out["mu"].float(), out["logvar"].float()).sum(1).mean()
+    if compile: loss_of = torch.compile(loss_of)
+    def step():
+        i = torch.randint(len(images), (batch,), generator=g, device=dev)
+        loss = loss_of(to_float_images(images[i]))
         opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
     for _ in range(10): step()
     sync(dev); t = time.perf_counter()
@@ -60,6 +64,7 @@ def main():
     p.add_argument("--steps", type=int, default=150); p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batch", type=int, default=64); p.add_argument("--device")
     p.add_argument("--subset", type=int, default=4, help="keep every SUBSET-th position (smaller materialised set)")
+    p.add_argument("--compile", action="store_true", help="also the bare loops through torch.compile")
     a = p.parse_args()
     dev = default_device(a.device)
     auto, why = resolve_precision("auto", dev)
@@ -67,11 +72,15 @@ def main():
     print(f"device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, trainer default precision {auto} "
           f"({why}), {len(data):,} images materialised, batch {a.batch}, {a.steps} timed steps x {a.repeats} repeats")
     rows = {"bare fp32": [], "bare bf16": [], "trainer fp32": [], f"trainer auto ({auto})": []}
+    if a.compile: rows |= {"bare fp32 compiled": [], "bare bf16 compiled": []}
     for r in range(a.repeats):  # interleave so every loop sees the same machine state
         rows["bare fp32"].append(bare_loop(data.images, a.steps, a.batch, dev, seed=r))
         rows["bare bf16"].append(bare_loop(data.images, a.steps, a.batch, dev, seed=r, bf16=True))
         rows["trainer fp32"].append(trainer_loop(data, a.steps, a.batch, dev, "fp32", seed=r))
         rows[f"trainer auto ({auto})"].append(trainer_loop(data, a.steps, a.batch, dev, "auto", seed=r))
+        if a.compile:
+            rows["bare fp32 compiled"].append(bare_loop(data.images, a.steps, a.batch, dev, seed=r, compile=True))
+            rows["bare bf16 compiled"].append(bare_loop(data.images, a.steps, a.batch, dev, seed=r, bf16=True, compile=True))
         print(f"  repeat {r}: " + "   ".join(f"{k} {v[-1]:8.1f} img/s" for k, v in rows.items()), flush=True)
     med = {k: statistics.median(v) for k, v in rows.items()}
     b = med["bare fp32"]
