@@ -332,7 +332,8 @@ def pretrained_table(root=None):
                    steps=c["train"]["steps"], seconds=c["train"]["seconds"], precision=c["train"].get("precision", "fp32"),
                    MB=round(c["bytes"] / 1e6, 2))
         at = [r for r in c.get("curve", []) if r["steps"] == c["train"]["steps"]]
-        if at: row["MIG (10k fresh)"] = round(at[0]["mig"], 3)     # the learning curve's value at the shipped length
+        if at: row["MIG (curve's images)"] = round(at[0]["mig"], 3)     # the learning curve's value at the shipped length
+        if "mig" in c.get("check", {}): row["MIG (other images)"] = round(c["check"]["mig"], 3)   # images that chose nothing
         row.update({label: round(c["metrics"][k], 3) for k, label in keys.items() if k in c.get("metrics", {})})
         if "gate" in c: row["gate"] = "passed" if c["gate"]["passed"] else "FAILED"      # the three gated models
         rows.append(row)
