@@ -10,8 +10,8 @@ from pathlib import Path
 from ..core import DisentbookError
 
 # %% auto #0
-__all__ = ['LEDGER', 'WORK', 'CampaignError', 'read_ledger', 'write_json_atomic', 'write_stage', 'machine', 'parse_budget',
-           'Clock']
+__all__ = ['LEDGER', 'WORK', 'CPU_PRECISION', 'CampaignError', 'read_ledger', 'write_json_atomic', 'write_stage', 'machine',
+           'parse_budget', 'Clock']
 
 # %% ../../nbs/89b_campaign_ledger.ipynb #c1853f1c
 class CampaignError(DisentbookError):
@@ -19,6 +19,10 @@ class CampaignError(DisentbookError):
 
 LEDGER = Path("benchmarks") / "campaign.json"       # relative to the campaign's root (a checkout)
 WORK = Path("results") / "campaign"                 # working files: run folders, checkpoints (not committed)
+# the precision every CPU stage trains in: a stage spans machines, a run keeps the precision it began in, and only fp32 is
+# computed at full speed by every CPU (`benchmarks/bench_cpu_isa.py`: bf16 1.53x fp32's images/s where the CPU has it,
+# 0.41x with AVX-512 without bf16 and 0.10x with AVX2, where it is emulated)
+CPU_PRECISION = "fp32"
 
 def read_ledger(path: str | os.PathLike) -> dict:
     "The ledger at `path` ({'stages': {name: record}}); a missing file is an empty ledger, an unreadable one an error."

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .curves import Subject, read_curve
-from .ledger import WORK, CampaignError, Clock, machine, write_json_atomic
+from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, machine, write_json_atomic
 from .lengths import LengthRule
 
 # %% auto #0
@@ -58,7 +58,7 @@ class PaperRow(Subject):
         self.rule, self.curve_seeds, self.more_seeds = LengthRule(floor=floor, min_stop=min_stop), CURVE_SEEDS, ()
         self.cfg = scale_config(self.paper, SETTINGS_SCALE)
         self.options = {**HARNESS_OPTIONS, **self.paper.options, "scale": SETTINGS_SCALE,
-                        "channels_last": CHANNELS_LAST.get(paper_name)}
+                        "channels_last": CHANNELS_LAST.get(paper_name), "precision": CPU_PRECISION}
         table = next(t for t in self.paper.tables if t.name == table_name)
         self.spec = next(s for s in table.specs(self.cfg, self.options) if s["slug"] == slug)
         self.dataset, self.table = table.dataset_name(self.options), table_name

@@ -8,7 +8,7 @@ import json, shutil, signal, threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .ledger import CampaignError, Clock
+from .ledger import CPU_PRECISION, CampaignError, Clock
 from .papers import CHANNELS_LAST
 
 # %% auto #0
@@ -41,10 +41,11 @@ class Reproduction:
         return scale_seeds(self.config(), 0)
 
 REPRODUCTIONS = {
-    "reproduce-refvae": Reproduction("refvae", why="the paper's length (30 epochs of batch 36: 50,000 steps), five seeds"),
-    "reproduce-dipvae": Reproduction("dipvae", needs_curves=True, options=dict(channels_last=CHANNELS_LAST["dipvae"]),
+    "reproduce-refvae": Reproduction("refvae", options=dict(precision=CPU_PRECISION),
+                                     why="the paper's length (30 epochs of batch 36: 50,000 steps), five seeds"),
+    "reproduce-dipvae": Reproduction("dipvae", needs_curves=True, options=dict(channels_last=CHANNELS_LAST["dipvae"], precision=CPU_PRECISION),
                                      why="five seeds not trained before (5-9), at the length its curves over seeds chose"),
-    "reproduce-contrastive": Reproduction("contrastive", needs_curves=True,
+    "reproduce-contrastive": Reproduction("contrastive", needs_curves=True, options=dict(precision=CPU_PRECISION),
                                           why="the paper's Bernoulli likelihood, at the length its curves over seeds chose"),
 }
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .curves import Subject, read_curve
 from .lengths import LengthRule
-from .ledger import WORK, CampaignError, Clock, write_json_atomic
+from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, write_json_atomic
 
 # %% auto #0
 __all__ = ['RECIPES', 'SETTINGS', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'CURVE_IMAGES', 'CHECK_IMAGES',
@@ -37,7 +37,7 @@ RECIPES = {
     "tcwae_mws": Recipe("tcwae_mws", dict(beta=50.0, gamma=100.0), "Gaujac et al. (TCWAE, MWS estimator)"),
     "beta_vae_b1": Recipe("beta_vae", dict(beta=1.0), "the plain VAE (β = 1)"),
 }
-SETTINGS = dict(batch_size=64, lr=5e-4, hidden=256, latent_dim=10, precision="auto", threads=2)
+SETTINGS = dict(batch_size=64, lr=5e-4, hidden=256, latent_dim=10, precision=CPU_PRECISION, threads=2)
 # a seed started from scratch keeps its conv weights channels-last while it trains on a CPU, fp32 included (measured on a
 # 2-core EPYC: 1.14-1.36x the default layout's images/s, `benchmarks/bench_channels_last.py`); the floating-point noise of
 # another kernel, not another recipe: outside the curves' identity, and a seed begun in the default layout keeps it
