@@ -80,10 +80,11 @@ def check_length(r: Reproduction, lengths_file: Path | None = None):
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #97c4ec26
 def report_files(out: Path, m: dict) -> list[Path]:
-    "The files of the report in `out` (metrics, report, table, figures), not its runs."
+    "The files of the report in `out` (metrics, report, table, figures, each model's loss figure), not its runs."
     figs = [out / f for f in m.get("figures") or [] if len(Path(f).parts) == 1]
     dirs = sorted({out / Path(f).parts[0] for f in m.get("figures") or [] if len(Path(f).parts) > 1})
-    return [p for p in [out / "metrics.json", out / "report.md", out / "table.csv", *dirs, *figs] if p.exists()]
+    losses = sorted(out.glob("runs/*/*/losses.png"))                    # `repro.figures.loss_figures`
+    return [p for p in [out / "metrics.json", out / "report.md", out / "table.csv", *dirs, *figs, *losses] if p.exists()]
 
 def claim_folder(r: Reproduction, out: Path, say=print) -> Path | None:
     """Make `out` ready for `r`: a report of the same settings and seeds stays (the reproduction resumes it); one of the
@@ -106,7 +107,9 @@ def claim_folder(r: Reproduction, out: Path, say=print) -> Path | None:
     hist = out / "history" / f"seeds-{min(seeds)}-{max(seeds)}"
     if hist.exists(): raise CampaignError(f"{hist} exists already; the report of seeds {seeds} cannot move there")
     hist.mkdir(parents=True)
-    for p in report_files(out, m): shutil.move(str(p), str(hist / p.relative_to(out)))
+    for p in report_files(out, m):
+        (hist / p.relative_to(out)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(p), str(hist / p.relative_to(out)))
     say(f"{out.name}: the report of seeds {', '.join(map(str, seeds))} moved to {hist.relative_to(out)} (history, not pooled)")
     return hist
 

@@ -167,8 +167,9 @@ def read_metrics(f, need=("paper", "scale", "claims"), hint: str = "") -> dict:
 def rejudge(paper: Paper, out_dir) -> dict:
     """Judge a finished reproduction again with this version's judge (gates, cells, claims, table.csv, report.md,
     metrics.json) from the per-run metrics its metrics.json holds: nothing trains and no figure is redrawn (they need the
-    models), except a model's loss figure that is missing (drawn from its runs' histories: `loss_figures`). The report keeps the original wall times and says when and from what it was re-judged, with the notes its
-    metrics.json carries (e.g. a metric added afterwards from the runs' checkpoints)."""
+    models), except a model's loss figure that is missing (drawn from its runs' histories: `loss_figures`). The report
+    keeps the original wall times and says when and from what it was re-judged, with the notes its metrics.json carries
+    (e.g. a metric added afterwards from the runs' checkpoints)."""
     out = Path(out_dir)
     f = out / "metrics.json"
     m = read_metrics(f, ("paper", "scale", "config", "seeds", "results", "options"), "re-judging needs one; re-run the reproduction")

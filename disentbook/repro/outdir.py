@@ -62,8 +62,8 @@ def located(out: Path, f, trained_in: str | None = None) -> str | None:
 def share_training(out, trained_in) -> dict:
     """Make the finished report in `out`, whose runs are those of the report folder `trained_in` evaluated again, keep
     only what its evaluation wrote: each run's `RUN_TRAINING` files, each model's `MODEL_FIGURES` and each top-level figure
-    identical to `trained_in`'s copy are removed from `out`, and `out/metrics.json` records `trained_in` relative to `out` (re-judge the report after,
-    so it lists the shared copies). Refused, before anything is removed, if a run or figure is missing there or differs.
+    identical to `trained_in`'s copy are removed from `out`, and `out/metrics.json` records `trained_in` relative to
+    `out` (re-judge the report after, so it lists the shared copies). Refused, before anything is removed, if a run or figure is missing there or differs.
     Returns {"removed": number of files, "bytes": their size}."""
     out, src = Path(out), Path(trained_in)
     f = out / "metrics.json"

@@ -252,9 +252,9 @@ def report_markdown(ctx, md_tables, rows, claims, figs, seconds, train_seconds, 
     if p.sections: L += list(p.sections(ctx)) + [""]
     L += ["## Figures", ""] + [f"- `{located(ctx.out, f, ctx.trained_in) or f}`" for f in figs]
     for m in sorted({q.parent.relative_to(ctx.out) for q in ctx.out.glob("runs/*/*/seed*")}):
-        c = located(ctx.out, m / "losses.png", ctx.trained_in)                    # one per model, every seed overlaid
-        runs = [located(ctx.out, q.relative_to(ctx.out) / "losses.png", ctx.trained_in) for q in sorted((ctx.out / m).glob("seed*"))]
-        L += [f"- `{c}` (loss curves, every seed)"] if c else [f"- `{r}` (loss curves)" for r in runs if r]   # or one per run
+        if (c := located(ctx.out, m / "losses.png", ctx.trained_in)): L.append(f"- `{c}` (loss curves, every seed)")
+        else: L += [f"- `{c}` (loss curves)" for q in sorted((ctx.out / m).glob("seed*"))      # a report drawn one per run
+                    if (c := located(ctx.out, q.relative_to(ctx.out) / "losses.png", ctx.trained_in))]
     if ctx.skipped: L += ["", "## Not run", ""] + [f"- {t}: {why}" for t, why in ctx.skipped.items()]
     L += ["", "Per-run details (every metric, timings, final training terms): `metrics.json`, "
           "`runs/<dataset>/<model>/seed<k>/eval.json`."]
