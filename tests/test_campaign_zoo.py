@@ -81,6 +81,20 @@ def test_a_stage_killed_mid_run_resumes_bit_exactly(tmp_path):
     assert digest() == before
 
 
+def test_a_call_ended_by_sigterm_records_its_stage_as_partial(tmp_path):
+    "`kill PID` (SIGTERM), as docs/long-runs.md says: the call exits, its stage is `partial` with seconds, and goes on."
+    run = tmp_path / "results" / "campaign" / "zoo" / "beta_vae_b4" / "seed0"
+    p = campaign(tmp_path, "--stage", "zoo-beta_vae_b4", "--budget", "10m", wait=False)
+    t0 = time.monotonic()
+    while step(run) < 10 and p.poll() is None and time.monotonic() - t0 < 300: time.sleep(0.05)
+    p.send_signal(signal.SIGTERM); p.wait(timeout=120)
+    assert p.returncode == 143, p.stderr.read()[-2000:]
+    led = json.loads((tmp_path / "benchmarks" / "campaign.json").read_text())["stages"]["zoo-beta_vae_b4"]
+    assert led["status"] == "partial" and led["seconds"] >= 0 and "finished" in led, led
+    r = campaign(tmp_path, "--stage", "zoo-beta_vae_b4", "--budget", "10m")
+    assert r.returncode == 0 and "zoo-beta_vae_b4: ok" in r.stdout, r.stderr[-2000:]
+
+
 def test_the_documented_commands_run_as_written(tmp_path):
     "docs/long-runs.md's `python3 -m disentbook campaign --list`, `--pause`, `--go-on` in a checkout, and a bad stage."
     env = dict(os.environ, PYTHONPATH=str(ROOT))
