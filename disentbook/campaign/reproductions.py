@@ -43,7 +43,8 @@ class Reproduction:
 REPRODUCTIONS = {
     "reproduce-refvae": Reproduction("refvae", options=dict(precision=CPU_PRECISION),
                                      why="the paper's length (30 epochs of batch 36: 50,000 steps), five seeds"),
-    "reproduce-dipvae": Reproduction("dipvae", needs_curves=True, options=dict(channels_last=CHANNELS_LAST["dipvae"], precision=CPU_PRECISION),
+    "reproduce-dipvae": Reproduction("dipvae", needs_curves=True,
+                                     options=dict(channels_last=CHANNELS_LAST["dipvae"], precision=CPU_PRECISION),
                                      why="five seeds not trained before (5-9), at the length its curves over seeds chose"),
     "reproduce-contrastive": Reproduction("contrastive", needs_curves=True, options=dict(precision=CPU_PRECISION),
                                           why="the paper's Bernoulli likelihood, at the length its curves over seeds chose"),
