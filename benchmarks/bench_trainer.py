@@ -3,14 +3,17 @@
 against a bare fp32 PyTorch loop of the same model, objective and data (and the same loop with the trainer's bf16 recipe:
 autocast, channels-last weights on a CPU), measured in one run (interleaved repeats). `--compile` adds both bare loops
 with the forward pass and loss through `torch.compile` (default mode; its compilation is in the warm-up, not timed).
+`--isa` instead times the two bare loops on the CPU in fresh processes under oneDNN's instruction set as the CPU has it
+and capped by `ONEDNN_MAX_CPU_ISA` (AVX-512 without its bf16 extensions; AVX2), the way a CPU without them computes: what
+bf16 costs where it is emulated (a run keeps the precision it began in, wherever it goes on).
 
-    python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda] [--compile]
+    python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda] [--compile | --isa]
 
 Every loop indexes the same uint8 image tensor (a materialised subset of procedural dSprites) on the device, uses the
 same Adam, and runs the same number of steps after a warm-up; the trainer logs every 50 steps (its only host
 synchronisation). Prints images/s of each and the ratios trainer / bare fp32.
 """
-import argparse, statistics, time
+import argparse, json, os, statistics, subprocess, sys, time
 
 import torch
 
@@ -59,14 +62,39 @@ def trainer_loop(data, steps, batch, dev, precision, seed=0):
     tr.fit(steps); sync(dev); return steps * batch / (time.perf_counter() - t)
 
 
+ISAS = (("as the CPU has it", None), ("AVX-512 without bf16", "AVX512_CORE"), ("AVX2", "AVX2"))
+
+def isa_rows(a) -> None:
+    "`--isa`: the bare fp32 and bf16 loops in a fresh process per instruction set (`--bare-only` in the child)."
+    print(f"bare loops on the CPU, batch {a.batch}, {a.steps} timed steps x {a.repeats} repeats, one process per instruction set")
+    for label, isa in ISAS:
+        env = dict(os.environ, **({"ONEDNN_MAX_CPU_ISA": isa} if isa else {}))
+        r = subprocess.run([sys.executable, __file__, "--bare-only", "--device", "cpu", "--steps", str(a.steps),
+                            "--repeats", str(a.repeats), "--batch", str(a.batch), "--subset", str(a.subset)],
+                           env=env, capture_output=True, text=True)
+        if r.returncode != 0: print(f"{label}: failed ({r.stderr.strip().splitlines()[-1:]})"); continue
+        d = json.loads(r.stdout.strip().splitlines()[-1]); f, b = statistics.median(d["fp32"]), statistics.median(d["bf16"])
+        print(f"{label:22s} fp32 {f:7.1f}  bf16 {b:7.1f} images/s (medians)  bf16 / fp32 {b / f:.2f}x   "
+              f"(repeats: fp32 {', '.join(f'{v:.0f}' for v in d['fp32'])}; bf16 {', '.join(f'{v:.0f}' for v in d['bf16'])})")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=150); p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batch", type=int, default=64); p.add_argument("--device")
     p.add_argument("--subset", type=int, default=4, help="keep every SUBSET-th position (smaller materialised set)")
     p.add_argument("--compile", action="store_true", help="also the bare loops through torch.compile")
+    p.add_argument("--isa", action="store_true", help="the bare loops under each oneDNN instruction set (CPU)")
+    p.add_argument("--bare-only", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.isa: return isa_rows(a)
     dev = default_device(a.device)
+    if a.bare_only:
+        images = DSprites().subset(posX=range(0, 32, a.subset), posY=range(0, 32, a.subset)).images
+        got = {"fp32": [], "bf16": []}
+        for r in range(a.repeats):
+            for k in got: got[k].append(bare_loop(images, a.steps, a.batch, dev, seed=r, bf16=k == "bf16"))
+        return print(json.dumps(got))
     auto, why = resolve_precision("auto", dev)
     data = DSprites().subset(posX=range(0, 32, a.subset), posY=range(0, 32, a.subset)).to(dev)
     print(f"device {dev}, torch {torch.__version__}, threads {torch.get_num_threads()}, trainer default precision {auto} "

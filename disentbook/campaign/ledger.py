@@ -20,8 +20,8 @@ class CampaignError(DisentbookError):
 LEDGER = Path("benchmarks") / "campaign.json"       # relative to the campaign's root (a checkout)
 WORK = Path("results") / "campaign"                 # working files: run folders, checkpoints (not committed)
 # the precision every CPU stage trains in: a stage spans machines, a run keeps the precision it began in, and only fp32 is
-# computed at full speed by every CPU (`benchmarks/bench_cpu_isa.py`: bf16 1.53x fp32's images/s where the CPU has it,
-# 0.41x with AVX-512 without bf16 and 0.10x with AVX2, where it is emulated)
+# computed at full speed by every CPU (`benchmarks/bench_trainer.py --isa`: bf16 1.42x fp32's images/s where the CPU has
+# it, 0.38x with AVX-512 without bf16 and 0.10x with AVX2, where it is emulated)
 CPU_PRECISION = "fp32"
 
 def read_ledger(path: str | os.PathLike) -> dict:

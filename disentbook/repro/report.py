@@ -253,8 +253,8 @@ def report_markdown(ctx, md_tables, rows, claims, figs, seconds, train_seconds, 
     L += ["## Figures", ""] + [f"- `{located(ctx.out, f, ctx.trained_in) or f}`" for f in figs]
     for m in sorted({q.parent.relative_to(ctx.out) for q in ctx.out.glob("runs/*/*/seed*")}):
         if (c := located(ctx.out, m / "losses.png", ctx.trained_in)): L.append(f"- `{c}` (loss curves, every seed)")
-        else: L += [f"- `{c}` (loss curves)" for q in sorted((ctx.out / m).glob("seed*"))      # a report drawn one per run
-                    if (c := located(ctx.out, q.relative_to(ctx.out) / "losses.png", ctx.trained_in))]
+        else: L += [f"- `{r}` (loss curves)" for q in sorted((ctx.out / m).glob("seed*"))      # a report drawn one per run
+                    if (r := located(ctx.out, q.relative_to(ctx.out) / "losses.png", ctx.trained_in))]
     if ctx.skipped: L += ["", "## Not run", ""] + [f"- {t}: {why}" for t, why in ctx.skipped.items()]
     L += ["", "Per-run details (every metric, timings, final training terms): `metrics.json`, "
           "`runs/<dataset>/<model>/seed<k>/eval.json`."]
