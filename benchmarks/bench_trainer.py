@@ -5,9 +5,11 @@ autocast, channels-last weights on a CPU), measured in one run (interleaved repe
 with the forward pass and loss through `torch.compile` (default mode; its compilation is in the warm-up, not timed).
 `--isa` instead times the two bare loops on the CPU in fresh processes under oneDNN's instruction set as the CPU has it
 and capped by `ONEDNN_MAX_CPU_ISA` (AVX-512 without its bf16 extensions; AVX2), the way a CPU without them computes: what
-bf16 costs where it is emulated (a run keeps the precision it began in, wherever it goes on).
+bf16 costs where it is emulated (a run keeps the precision it began in, wherever it goes on). `--processes` instead times
+the trainer in fp32 with channels-last weights (the CPU campaign's settings) as one process on every core, then as one
+single-threaded process per core all at once: the images/s a machine gives independent runs either way.
 
-    python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda] [--compile | --isa]
+    python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda] [--compile | --isa | --processes]
 
 Every loop indexes the same uint8 image tensor (a materialised subset of procedural dSprites) on the device, uses the
 same Adam, and runs the same number of steps after a warm-up; the trainer logs every 50 steps (its only host
@@ -53,11 +55,11 @@ def bare_loop(images, steps, batch, dev, seed=0, bf16=False, compile=False):
     sync(dev); return steps * batch / (time.perf_counter() - t)
 
 
-def trainer_loop(data, steps, batch, dev, precision, seed=0):
+def trainer_loop(data, steps, batch, dev, precision, seed=0, channels_last=None):
     torch.manual_seed(seed)
     sampler = SingleSampler(data, device=dev)
     tr = Trainer(VAE().to(dev), BetaVAE(4.0), sampler, TrainConfig(steps=10 + steps, batch_size=batch, lr=1e-4, seed=seed,
-                 device=str(dev), precision=precision, log_every=50, progress=False))
+                 device=str(dev), precision=precision, log_every=50, progress=False, channels_last=channels_last))
     tr.fit(10); sync(dev); t = time.perf_counter()
     tr.fit(steps); sync(dev); return steps * batch / (time.perf_counter() - t)
 
@@ -78,6 +80,30 @@ def isa_rows(a) -> None:
               f"(repeats: fp32 {', '.join(f'{v:.0f}' for v in d['fp32'])}; bf16 {', '.join(f'{v:.0f}' for v in d['bf16'])})")
 
 
+def process_rows(a) -> None:
+    """`--processes`: the trainer (fp32, channels-last) in fresh processes, one on every core (torch's threads = cores), then
+    one single-threaded process per core started together (`--trainer-only THREADS` in the children); repeats interleaved."""
+    cores = os.cpu_count() or 1
+    print(f"trainer fp32 channels-last on the CPU, batch {a.batch}, {a.steps} timed steps, {cores} cores, "
+          f"{a.repeats} interleaved repeats")
+    def start(threads):
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        return subprocess.Popen([sys.executable, __file__, "--trainer-only", str(threads), "--steps", str(a.steps),
+                                 "--batch", str(a.batch), "--subset", str(a.subset)], env=env, stdout=subprocess.PIPE, text=True)
+    def rate(p):
+        out, _ = p.communicate()
+        if p.returncode != 0: raise SystemExit(f"a child process failed (exit {p.returncode})")
+        return json.loads(out.strip().splitlines()[-1])
+    together, apart = [], []
+    for r in range(a.repeats):
+        together.append(rate(start(cores)))
+        apart.append(sum(rate(p) for p in [start(1) for _ in range(cores)]))
+        print(f"  repeat {r}: one process x {cores} threads {together[-1]:8.1f} img/s   "
+              f"{cores} processes x 1 thread {apart[-1]:8.1f} img/s in all", flush=True)
+    t, s = statistics.median(together), statistics.median(apart)
+    print(f"median images/s: one process x {cores} threads {t:.1f}, {cores} processes x 1 thread {s:.1f} in all; ratio {s / t:.2f}x")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=150); p.add_argument("--repeats", type=int, default=3)
@@ -85,10 +111,18 @@ def main():
     p.add_argument("--subset", type=int, default=4, help="keep every SUBSET-th position (smaller materialised set)")
     p.add_argument("--compile", action="store_true", help="also the bare loops through torch.compile")
     p.add_argument("--isa", action="store_true", help="the bare loops under each oneDNN instruction set (CPU)")
+    p.add_argument("--processes", action="store_true",
+                   help="the trainer as one process on every core against one single-threaded process per core (CPU)")
     p.add_argument("--bare-only", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--trainer-only", type=int, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.isa: return isa_rows(a)
+    if a.processes: return process_rows(a)
     dev = default_device(a.device)
+    if a.trainer_only:
+        torch.set_num_threads(a.trainer_only)
+        data = DSprites().subset(posX=range(0, 32, a.subset), posY=range(0, 32, a.subset)).to(dev)
+        return print(json.dumps(trainer_loop(data, a.steps, a.batch, dev, "fp32", channels_last=True)))
     if a.bare_only:
         images = DSprites().subset(posX=range(0, 32, a.subset), posY=range(0, 32, a.subset)).images
         got = {"fp32": [], "bf16": []}

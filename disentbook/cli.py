@@ -266,13 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
     r = add("reproduce", "reproduce a paper's tables and figures")
     r.add_argument("name", help=f"reproduction name: {', '.join(sorted(REPRODUCTIONS))}")
     r.add_argument("--scale", choices=SCALES, default="quick",
-                   help="smoke: seconds; quick: CPU minutes; cpu: the headline claims' rows, 3 seeds, as long as their "
+                   help="smoke: seconds; quick: CPU minutes; cpu: the headline claims' rows, 5 seeds, as long as their "
                         "learning curves ask (hours on a CPU); gpu: the headline tables on one GPU; paper: the paper's settings")
     r.add_argument("--out", "-O", help="results folder (default results/NAME-SCALE)")
     r.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: CUDA when available)")
     r.add_argument("--seed", type=int_at_least(0), default=0, help="random seed")
     r.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",
-                   help="extra argument of the reproduction, repeatable (e.g. dipvae: sweep=true, celeba_root=PATH)")
+                   help="extra argument of the reproduction, repeatable (e.g. dipvae: sweep=true, celeba_root=PATH; any: "
+                        "runner=processes, one single-threaded run per core at once)")
     r.add_argument("--resume", action="store_true", help="go on in an existing results folder (reuses its trained models)")
     r.add_argument("--overwrite", action="store_true", help="replace what an existing results folder holds")
     r.add_argument("--plan", action="store_true", help="print every group it would train (members, steps, images, mode) and "

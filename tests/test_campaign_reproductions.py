@@ -7,12 +7,13 @@ import json, os, shutil, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# the stage `reproduce-refvae` declared as the tutorial's smoke reproduction; the timer's margins off
+# the stage `reproduce-refvae` declared as the tutorial's smoke reproduction (in processes, as the cpu stages train); the
+# timer's margins off
 DRIVER = """
 import sys
 import disentbook.campaign.reproductions as R
 from disentbook.cli import main
-R.REPRODUCTIONS["reproduce-refvae"] = R.Reproduction("vae", scale="smoke", why="a test")
+R.REPRODUCTIONS["reproduce-refvae"] = R.Reproduction("vae", scale="smoke", runner="processes", why="a test")
 R.MARGIN, R.MIN_LEFT = 0.0, 0.0
 sys.exit(main(["campaign", *sys.argv[1:]]))
 """

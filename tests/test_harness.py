@@ -490,3 +490,50 @@ def test_a_resumed_reproduction_trains_every_run_in_the_precision_its_runs_began
         assert any("trained in bf16 and fp32" in n for n in last["notes"])
     finally:
         del REPRODUCTIONS["toy_precision"], PAPERS["toy_precision"]
+
+
+def test_map_in_processes_keeps_the_items_order_raises_a_childs_error_and_ends_its_children():
+    import multiprocessing as mp, signal, time
+    from disentbook.repro.runs import map_in_processes
+    assert map_in_processes(math.sqrt, [1.0, 4.0, 9.0], workers=2, order=[2, 0, 1]) == [1.0, 2.0, 3.0]
+    assert map_in_processes(math.sqrt, []) == []
+    with pytest.raises(InputError, match="permutation"): map_in_processes(math.sqrt, [1.0, 4.0], order=[0, 0])
+    import os
+    from disentbook.core import DisentbookError
+    with pytest.raises(DisentbookError, match=r"ended without a result \(exit code 3\)"): map_in_processes(os._exit, [3])
+    t = time.monotonic()
+    # one child fails at once while the other would sleep two minutes: the error comes back, the sleeper is ended
+    with pytest.raises(ValueError, match="non-negative"): map_in_processes(time.sleep, [120, -1], workers=2)
+    class Budget(BaseException): pass
+    def ring(*_): raise Budget()
+    old = signal.signal(signal.SIGALRM, ring); signal.setitimer(signal.ITIMER_REAL, 2.0)
+    try:
+        with pytest.raises(Budget): map_in_processes(time.sleep, [120, 120], workers=2)    # a budget's timer
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
+    assert time.monotonic() - t < 60 and mp.active_children() == []
+
+
+def test_the_processes_runner_trains_every_run_as_the_local_runner_does_on_one_thread(tmp_path):
+    "refvae's smoke reproduction, the local runner on one thread against the processes runner: the same numbers per run."
+    import torch
+    from disentbook.repro.harness import reproduce
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try: a = reproduce(PAPERS["refvae"], "smoke", out_dir=tmp_path / "a", device="cpu", runner="local", precision="fp32")
+    finally: torch.set_num_threads(threads)
+    b = reproduce(PAPERS["refvae"], "smoke", out_dir=tmp_path / "b", device="cpu", runner="processes", precision="fp32")
+    def same(m): return {(t, row, i): {k: v for k, v in r.items() if "seconds" not in k and k != "mode"}
+                         for t, rows in m["results"].items() for row, seeds in rows.items() for i, r in enumerate(seeds)}
+    assert same(a) == same(b) and len(same(a)) == 9
+    modes = [r["mode"] for rows in b["results"].values() for seeds in rows.values() for r in seeds]
+    assert all(m["threads"] == 1 and m["why"].startswith("runner 'processes'") for m in modes)
+    assert "runner 'processes'" in (tmp_path / "b" / "report.md").read_text()
+
+
+def test_a_cpu_run_saves_a_checkpoint_at_least_every_2000_steps():
+    from disentbook.repro.runs import CPU_CKPT_EVERY, train_config
+    long, short = dict(train=dict(steps=50_000, batch_size=36, lr=1e-4)), dict(train=dict(steps=5_000, batch_size=36, lr=1e-4))
+    assert train_config(long, 0, "cpu").ckpt_every == CPU_CKPT_EVERY == 2000
+    assert train_config(long, 0, "cuda").ckpt_every == 5000              # a GPU job's saves stay a tenth of its length
+    assert train_config(short, 0, "cpu").ckpt_every == 1000

@@ -30,6 +30,7 @@ class Reproduction:
     needs_curves: bool = False      # its length must be the rule's choice over seeds (the lengths file says so)
     why: str = ""
     device: str = "cpu"
+    runner: str | None = None       # `reproduce`'s runner (None: its default for the scale and device)
     def folder(self, root) -> Path:
         "reports/PAPER-SCALE: the report folder of the paper's own settings at this scale."
         return Path(root) / "reports" / f"{self.paper}-{self.scale}"
@@ -41,9 +42,9 @@ class Reproduction:
         return scale_seeds(self.config(), 0)
 
 REPRODUCTIONS = {
-    "reproduce-refvae": Reproduction("refvae", options=dict(precision=CPU_PRECISION),
+    "reproduce-refvae": Reproduction("refvae", options=dict(precision=CPU_PRECISION), runner="processes",
                                      why="the paper's length (30 epochs of batch 36: 50,000 steps), five seeds"),
-    "reproduce-dipvae": Reproduction("dipvae", needs_curves=True,
+    "reproduce-dipvae": Reproduction("dipvae", needs_curves=True, runner="processes",
                                      options=dict(channels_last=CHANNELS_LAST["dipvae"], precision=CPU_PRECISION),
                                      why="five seeds not trained before (5-9), at the length its curves over seeds chose"),
     "reproduce-contrastive": Reproduction("contrastive", needs_curves=True, options=dict(precision=CPU_PRECISION),
@@ -165,7 +166,7 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     old = signal.signal(signal.SIGALRM, out_of_budget) if timer else None
     if timer: signal.setitimer(signal.ITIMER_REAL, left)
     try:
-        reproduce(PAPERS[r.paper], scale=r.scale, out_dir=out, device=r.device, resume=True, **r.options)
+        reproduce(PAPERS[r.paper], scale=r.scale, out_dir=out, device=r.device, resume=True, runner=r.runner, **r.options)
     except OutOfBudget:
         say(f"{name}: the budget ran out; the next call goes on from the runs' checkpoints")
         return "partial"

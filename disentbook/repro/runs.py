@@ -4,7 +4,7 @@
 
 # %% ../../nbs/80f_repro_runs.ipynb #f16e2880
 from __future__ import annotations
-import dataclasses, importlib.util, inspect, json, math, shutil
+import dataclasses, importlib.util, inspect, json, math, os, shutil, time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,13 +17,14 @@ from ..objectives.base import OBJECTIVES, make_objective
 from ..training.checkpoints import read_checkpoint_config
 from ..training.config import TrainConfig
 from ..training.run import RunSpec, bound_objective, build_run
-from .declare import PAPERS, Paper
+from .declare import PAPERS, Paper, curve_lengths
 
 # %% auto #0
-__all__ = ['HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'train_data', 'data_size', 'default_model', 'objective_params',
-           'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir', 'trained_precisions', 'run_settings',
-           'sampler_fn', 'layout_option', 'build_trainer', 'train_run', 'train_group', 'setup_job', 'job_run',
-           'group_jobs', 'engine_record', 'train_ensembles']
+__all__ = ['CPU_CKPT_EVERY', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'train_data', 'data_size', 'default_model',
+           'objective_params', 'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir',
+           'trained_precisions', 'run_settings', 'sampler_fn', 'layout_option', 'build_trainer', 'train_run',
+           'map_in_processes', 'job_cost', 'train_group', 'setup_job', 'job_run', 'group_jobs', 'engine_record',
+           'train_ensembles']
 
 # %% ../../nbs/80f_repro_runs.ipynb #f9557783
 def train_data(data):
@@ -62,6 +63,8 @@ def build_objective(spec: dict, data, model, cfg: dict | None = None):
     latent sizes, image size)."""
     return bound_objective(spec["objective"], objective_params(spec, cfg), model, train_data(data))
 
+CPU_CKPT_EVERY = 2000   # on a CPU a run saves at least every 2,000 steps (minutes there): a stop loses no more
+
 def train_config(cfg: dict, seed: int, device, data=None, progress: bool | None = None,
                  precision: str | None = None, channels_last: bool | None = None) -> TrainConfig:
     """The one `TrainConfig` of a run: the scale's `train` settings, the run's seed and device, and `precision` (the
@@ -72,7 +75,7 @@ def train_config(cfg: dict, seed: int, device, data=None, progress: bool | None 
     if t.get("steps") is None:
         if epochs is None or data is None: raise InputError("train: give steps, or epochs and the data")
         t["steps"] = int(math.ceil(epochs * data_size(data) / t["batch_size"]))
-    t.setdefault("ckpt_every", max(t["steps"] // 10, 1000))
+    t.setdefault("ckpt_every", max(t["steps"] // 10, 1000) if dev.type != "cpu" else min(max(t["steps"] // 10, 1000), CPU_CKPT_EVERY))
     t.setdefault("precision", precision or "auto")
     if channels_last is not None: t.setdefault("channels_last", bool(channels_last))
     return TrainConfig(**t, seed=seed, device=str(dev),
@@ -161,7 +164,7 @@ def train_run(job: dict) -> dict:
     if cached is not None: return cached
     trainer, data, cfg = build_trainer(job)
     t0 = active_time(); trainer.fit(); train_s = active_time() - t0
-    mode = dict(mode="eager", members=1, why=job.get("why") or "runner 'local' (or 'ray'): the Trainer, one run at a time",
+    mode = dict(mode="eager", members=1, why=job.get("why") or "runner 'local': the Trainer, one run at a time",
                 precision=trainer.precision, precision_reason=trainer.precision_reason, threads=torch.get_num_threads(),
                 channels_last=trainer.channels_last)
     return _evaluate_run(job, data, cfg, trainer, train_s, mode)
@@ -191,15 +194,76 @@ def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dic
     return m
 
 # %% ../../nbs/80f_repro_runs.ipynb #f7cf3786
-RUNNERS = ("local", "ray", "ensemble", "auto")
+RUNNERS = ("local", "processes", "ray", "ensemble", "auto")
+
+def _child(fn, item, conn, threads: int):
+    "In a child process: `fn(item)` on `threads` torch threads; (True, result) or (False, exception, traceback) sent back."
+    import traceback
+    torch.set_num_threads(threads)
+    try: conn.send((True, fn(item), None))
+    except BaseException as e:
+        try: conn.send((False, e, traceback.format_exc()))
+        except Exception: conn.send((False, RuntimeError(f"{type(e).__name__}: {e}"), traceback.format_exc()))
+    finally: conn.close()
+
+def map_in_processes(fn, items: list, workers: int | None = None, threads: int = 1, order: list[int] | None = None,
+                     poll: float = 0.2) -> list:
+    """`[fn(x) for x in items]`, each item in a fresh spawned child process with `threads` torch threads, at most
+    `workers` at once (default: one per core), started in `order` (item indices; default as given), returned in the
+    order of `items`. `fn` must be importable by name (a module's function, not one defined in a notebook or `__main__`).
+    A child's exception is raised here (its traceback as a note) as soon as it is seen, a child that ends without a
+    result is a `DisentbookError`; any exception here (those, a signal's, a budget's) ends the running children first."""
+    import multiprocessing as mp
+    if not items: return []
+    order = list(range(len(items))) if order is None else [int(i) for i in order]
+    if sorted(order) != list(range(len(items))): raise InputError("order: expected a permutation of the items' indices")
+    workers, ctx = max(1, min(int(workers or os.cpu_count() or 1), len(items))), mp.get_context("spawn")
+    queue, live, done = list(order), {}, {}
+    try:
+        while len(done) < len(items):
+            while queue and len(live) < workers:
+                i = queue.pop(0); get, put = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=_child, args=(fn, items[i], put, int(threads)), daemon=True)
+                p.start(); put.close(); live[i] = (p, get)
+            for i, (p, get) in list(live.items()):
+                if not get.poll() and p.is_alive(): continue
+                try: ok, value, tb = get.recv()
+                except EOFError: ok, value, tb = None, None, None
+                p.join(); get.close(); del live[i]
+                if ok: done[i] = value; continue
+                if ok is None:
+                    raise DisentbookError(f"the child process of item {i} ended without a result (exit code {p.exitcode})")
+                if tb: value.add_note(f"in the child process of item {i}:\n{tb}")
+                raise value
+            if len(done) < len(items): time.sleep(poll)
+    except BaseException:
+        for p, _ in live.values(): p.terminate()
+        for p, _ in live.values(): p.join()
+        raise
+    return [done[i] for i in range(len(items))]
+
+def job_cost(jobs: list[dict]) -> list[float]:
+    """Each job's expected training time, for ordering: its steps × its row's CPU seconds per step measured along the
+    paper's learning curves (`curve_lengths`), or its steps alone when a row has no measured rate."""
+    steps = [float((j["cfg"].get("train") or {}).get("steps") or 1) for j in jobs]
+    rates = [((curve_lengths(j["paper"]) or {}).get("rows") or {}).get(j["spec"]["slug"], {}).get("seconds_per_step")
+             for j in jobs]
+    return steps if any(r is None for r in rates) else [s * float(r) for s, r in zip(steps, rates)]
 
 def train_group(jobs: list[dict], runner: str = "local", ray_address: str | None = None, gpus_per_job: float = 0.0,
                 num_cpus: int | None = None) -> list[dict]:
-    "Train and evaluate `jobs` (see `train_run`), locally one after another or as Ray tasks; results in job order."
+    """Train and evaluate `jobs` (see `train_run`): one after another here, in single-threaded child processes (one per
+    core, or `num_cpus`), or as Ray tasks; results in job order."""
     if runner not in RUNNERS: raise InputError(f"runner: expected one of {RUNNERS}, got {runner!r}")
     have_ray = importlib.util.find_spec("ray") is not None
     if runner == "auto": runner = "ray" if have_ray else "local"
     if runner == "local": return [train_run(j) for j in jobs]
+    if runner == "processes":
+        n = max(1, min(int(num_cpus or os.cpu_count() or 1), len(jobs) or 1))
+        why = f"runner 'processes': the Trainer, {n} run{'s' if n > 1 else ''} at a time, each in a process of one thread"
+        cost = job_cost(jobs)
+        return map_in_processes(train_run, [dict(j, why=why) for j in jobs], workers=n,
+                                order=sorted(range(len(jobs)), key=lambda i: -cost[i]))
     if runner == "ensemble": return train_ensembles(jobs)
     if not have_ray: raise InputError("runner='ray' needs Ray: pip install 'ray>=2' (or use runner='local')")
     import ray
@@ -209,7 +273,7 @@ def train_group(jobs: list[dict], runner: str = "local", ray_address: str | None
                  log_to_driver=False, ignore_reinit_error=True)
     try:
         task = ray.remote(num_cpus=1, num_gpus=gpus_per_job)(train_run)
-        return ray.get([task.remote(dict(j, progress=False)) for j in jobs])
+        return ray.get([task.remote(dict(j, progress=False, why="runner 'ray': the Trainer, one run per Ray task")) for j in jobs])
     finally:
         if started: ray.shutdown()
 
