@@ -43,6 +43,10 @@ def test_a_cpu_plan_says_when_its_evaluation_is_not_the_one_its_curves_timed():
     assert p["eval_note"] and "evaluation: this scale evaluates with other settings" in P.cpu_plan_text(p)
     q = dict(p, eval_note=None)
     assert "evaluation:" not in P.cpu_plan_text(q)
+    # in processes the runs take less than the hours of one run at a time, which the plan still counts: it says so
+    assert "runner: processes" not in P.cpu_plan_text(p)
+    r = P.cpu_plan("dipvae", runner="processes")
+    assert r["hours"] == p["hours"] and "runner: processes, one single-threaded run per core" in P.cpu_plan_text(r)
 
 
 def test_rates_interpolate_in_log_k_and_never_extrapolate_growth():

@@ -212,6 +212,7 @@ def cpu_plan(name: str, seed: int = 0, **options) -> dict:
         "with: the evaluation time above is the curves', not this scale's")
     return dict(paper=name, scale="cpu", runs=runs, seconds=seconds, minutes=seconds / 60, hours=seconds / 3600,
                 aim_hours=CPU_AIM_HOURS, skipped=skipped, budget_minutes=None, lengths=got, length=own, eval_note=eval_note,
+                runner=options.get("runner"),
                 device=f"{m.get('cpu', 'a CPU')}, {m.get('threads', '?')} threads")
 
 def cpu_plan_text(p: dict) -> str:
@@ -231,6 +232,10 @@ def cpu_plan_text(p: dict) -> str:
           f"length: {p['lengths']['steps']:,} steps, the longest any headline row's curve chose ({why})",
           f"total: {p['hours']:.2f} hours (training and evaluation); aim: {p['aim_hours']:g} hours on 2 cores: "
           + ("within it" if p["hours"] <= p["aim_hours"] else "OVER")] + ([f"evaluation: {p['eval_note']}"] if p.get("eval_note") else [])
+    if p.get("runner") == "processes":
+        L.append("runner: processes, one single-threaded run per core at once; the hours above are of one run at a time on "
+                 "every core (the rates measured), the runs in processes take less (on two cores 1.1-1.5x the steps per "
+                 "second; benchmarks/README.md)")
     for t, why in p["skipped"].items(): L.append(f"not run at this scale: {t}: {why}")
     return "\n".join(L)
 
