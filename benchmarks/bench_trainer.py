@@ -88,7 +88,7 @@ def process_rows(a) -> None:
           f"{a.repeats} interleaved repeats")
     def start(threads):
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        return subprocess.Popen([sys.executable, __file__, "--trainer-only", str(threads), "--steps", str(a.steps),
+        return subprocess.Popen([sys.executable, __file__, "--trainer-only", str(threads), "--device", "cpu", "--steps", str(a.steps),
                                  "--batch", str(a.batch), "--subset", str(a.subset)], env=env, stdout=subprocess.PIPE, text=True)
     def rate(p):
         out, _ = p.communicate()
