@@ -7,15 +7,17 @@ with the forward pass and loss through `torch.compile` (default mode; its compil
 and capped by `ONEDNN_MAX_CPU_ISA` (AVX-512 without its bf16 extensions; AVX2), the way a CPU without them computes: what
 bf16 costs where it is emulated (a run keeps the precision it began in, wherever it goes on). `--processes` instead times
 the trainer in fp32 with channels-last weights (the CPU campaign's settings) as one process on every core, then as one
-single-threaded process per core all at once: the images/s a machine gives independent runs either way.
+single-threaded process per core all at once: the images/s a machine gives independent runs either way; with
+`--paper NAME`, each headline row of that reproduction's `cpu` scale (its model, objective, sampler and batch, fp32):
+seconds per step either way and the machine's steps per second in processes over one process.
 
-    python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda] [--compile | --isa | --processes]
+    python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda] [--compile | --isa | --processes [--paper NAME]]
 
 Every loop indexes the same uint8 image tensor (a materialised subset of procedural dSprites) on the device, uses the
 same Adam, and runs the same number of steps after a warm-up; the trainer logs every 50 steps (its only host
 synchronisation). Prints images/s of each and the ratios trainer / bare fp32.
 """
-import argparse, json, os, statistics, subprocess, sys, time
+import argparse, json, os, statistics, subprocess, sys, tempfile, time
 
 import torch
 
@@ -80,20 +82,34 @@ def isa_rows(a) -> None:
               f"(repeats: fp32 {', '.join(f'{v:.0f}' for v in d['fp32'])}; bf16 {', '.join(f'{v:.0f}' for v in d['bf16'])})")
 
 
+def paper_rows(name: str) -> dict:
+    "{row slug: its first job} of reproduction `name` at the `cpu` scale, on the CPU."
+    from disentbook.repro.plan import paper_jobs
+    first = {}
+    for j in paper_jobs(name, "cpu", device="cpu")[1]: first.setdefault(j["spec"]["slug"], j)
+    return first
+
+
+def paper_seconds_per_step(name: str, slug: str, steps: int) -> float:
+    "Seconds per step of row `slug`'s trainer (`repro.runs.build_trainer`, fp32, nothing written) after 10 warm-up steps."
+    from disentbook.repro.runs import build_trainer
+    job = paper_rows(name)[slug]
+    with tempfile.TemporaryDirectory() as d:
+        tr, _, _ = build_trainer(dict(job, out=d, progress=False, options={**job.get("options", {}), "precision": "fp32"}),
+                                 steps=10**6)
+        tr.out_dir = None                                   # no checkpoint inside the timed steps
+        tr.fit(10); t = time.perf_counter(); tr.fit(steps)
+        return (time.perf_counter() - t) / steps
+
+
 def process_rows(a) -> None:
     """`--processes`: the trainer (fp32, channels-last) in fresh processes, one on every core (torch's threads = cores), then
     one single-threaded process per core started together (`--trainer-only THREADS` in the children); repeats interleaved."""
     cores = os.cpu_count() or 1
+    if a.paper: return paper_process_rows(a, cores)
     print(f"trainer fp32 channels-last on the CPU, batch {a.batch}, {a.steps} timed steps, {cores} cores, "
           f"{a.repeats} interleaved repeats")
-    def start(threads):
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        return subprocess.Popen([sys.executable, __file__, "--trainer-only", str(threads), "--device", "cpu", "--steps", str(a.steps),
-                                 "--batch", str(a.batch), "--subset", str(a.subset)], env=env, stdout=subprocess.PIPE, text=True)
-    def rate(p):
-        out, _ = p.communicate()
-        if p.returncode != 0: raise SystemExit(f"a child process failed (exit {p.returncode})")
-        return json.loads(out.strip().splitlines()[-1])
+    start = lambda threads: start_child(a, threads)
     together, apart = [], []
     for r in range(a.repeats):
         together.append(rate(start(cores)))
@@ -102,6 +118,35 @@ def process_rows(a) -> None:
               f"{cores} processes x 1 thread {apart[-1]:8.1f} img/s in all", flush=True)
     t, s = statistics.median(together), statistics.median(apart)
     print(f"median images/s: one process x {cores} threads {t:.1f}, {cores} processes x 1 thread {s:.1f} in all; ratio {s / t:.2f}x")
+
+
+def start_child(a, threads: int, slug: str | None = None):
+    "A fresh process timing the trainer on `threads` threads (`--trainer-only`): the β-VAE's images/s, or row `slug`'s seconds per step."
+    row = ["--paper", a.paper, "--row", slug] if slug else []
+    return subprocess.Popen([sys.executable, __file__, "--trainer-only", str(threads), "--device", "cpu", "--steps",
+                             str(a.steps), "--batch", str(a.batch), "--subset", str(a.subset), *row],
+                            env=dict(os.environ, OMP_NUM_THREADS=str(threads)), stdout=subprocess.PIPE, text=True)
+
+
+def rate(p) -> float:
+    "What a child printed last (JSON), or the benchmark stops with its exit status."
+    out, _ = p.communicate()
+    if p.returncode != 0: raise SystemExit(f"a child process failed (exit {p.returncode})")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def paper_process_rows(a, cores: int) -> None:
+    "`--processes --paper NAME`: each cpu row's seconds per step as one process on every core and as one process per core at once."
+    print(f"{a.paper} cpu rows, fp32, {a.steps} timed steps, {cores} cores, {a.repeats} interleaved repeats (seconds per step)")
+    for slug in paper_rows(a.paper):
+        gains = []
+        for r in range(a.repeats):
+            one = rate(start_child(a, cores, slug))
+            each = [rate(p) for p in [start_child(a, 1, slug) for _ in range(cores)]]
+            gains.append(sum(1 / s for s in each) * one)
+            print(f"  {slug:32s} repeat {r}: one process x {cores} threads {one:.4f}; {cores} processes x 1 thread "
+                  f"{', '.join(f'{s:.4f}' for s in each)}; the machine's steps/s {gains[-1]:.2f}x", flush=True)
+        print(f"{slug}: median {statistics.median(gains):.2f}x", flush=True)
 
 
 def main():
@@ -114,13 +159,15 @@ def main():
     p.add_argument("--processes", action="store_true",
                    help="the trainer as one process on every core against one single-threaded process per core (CPU)")
     p.add_argument("--bare-only", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--trainer-only", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--paper", help="with --processes: the cpu rows of this reproduction instead of the β-VAE")
+    p.add_argument("--trainer-only", type=int, help=argparse.SUPPRESS); p.add_argument("--row", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.isa: return isa_rows(a)
     if a.processes: return process_rows(a)
     dev = default_device(a.device)
     if a.trainer_only:
         torch.set_num_threads(a.trainer_only)
+        if a.paper: return print(json.dumps(paper_seconds_per_step(a.paper, a.row, a.steps)))
         data = DSprites().subset(posX=range(0, 32, a.subset), posY=range(0, 32, a.subset)).to(dev)
         return print(json.dumps(trainer_loop(data, a.steps, a.batch, dev, "fp32", channels_last=True)))
     if a.bare_only:

@@ -234,7 +234,7 @@ def cpu_plan_text(p: dict) -> str:
           + ("within it" if p["hours"] <= p["aim_hours"] else "OVER")] + ([f"evaluation: {p['eval_note']}"] if p.get("eval_note") else [])
     if p.get("runner") == "processes":
         L.append("runner: processes, one single-threaded run per core at once; the hours above are of one run at a time on "
-                 "every core (the rates measured), the runs in processes take less (on two cores 1.1-1.5x the steps per "
+                 "every core (the rates measured), the runs in processes take less (on two cores 1.1-1.7x the steps per "
                  "second; benchmarks/README.md)")
     for t, why in p["skipped"].items(): L.append(f"not run at this scale: {t}: {why}")
     return "\n".join(L)
