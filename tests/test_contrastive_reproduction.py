@@ -184,3 +184,39 @@ def test_the_digit_split_diagnosis_scores_a_run_as_the_reproduction_does_and_rep
     assert f"across these {sum(k.startswith('seeds/') for k in kept)} runs" in text.lower() and "| bernoulli |" in text
     for k, x in kept.items():
         if k.startswith("seeds/"): assert f"| {x['ca_s']:.1f} | {x['ca_z']:.1f} |" in text, k
+
+
+def test_the_papers_networks_by_default_the_packages_a_declared_sensitivity():
+    """Every scale trains Appendix A.3's networks on Grassy MNIST; `nets=package` is the former recipe, at `cpu` the length
+    its curves over seeds chose (the curves kept beside the new ones); the Gaussian likelihood at `cpu` needs it; the
+    faces fall back to the package's networks; the committed former reports say so."""
+    import torch
+    from disentbook.objectives.contrastive import ConvEncoder, GrassyDecoder, GrassyEncoder
+    from disentbook.repro.contrastive import FORMER_NETS_CPU_STEPS, configure_contrastive
+    from disentbook.repro.contrastive_eval import contrastive_model
+    from disentbook.repro.summary import sensitivity_of
+    for scale in ("smoke", "quick", "gpu", "paper"):
+        assert scale_config(CONTRASTIVE, scale)["model"]["nets"] == "paper", scale
+    q = scale_config(CONTRASTIVE, "quick")
+    cpu = configure_contrastive({**CONTRASTIVE_SCALES["cpu"], "train": dict(q["train"])}, "cpu", dict(nets="package"))
+    assert cpu["model"]["nets"] == "package" and cpu["train"]["steps"] == cpu["length"]["steps"] == FORMER_NETS_CPU_STEPS
+    root = Path(__file__).resolve().parents[1]
+    curves = [json.loads(f.read_text()) for f in sorted((root / "benchmarks/curves/papers/contrastive-package-nets").glob("*.json"))]
+    assert len(curves) == 4 and all(c["settings"]["model"].get("nets") is None for c in curves)   # measured before the option
+    assert max(c["choice"]["steps"] for c in curves) == FORMER_NETS_CPU_STEPS                    # the length they chose
+    assert not (root / "benchmarks/curves/papers/contrastive").exists() or all(
+        json.loads(f.read_text())["settings"]["model"]["nets"] == "paper" for f in (root / "benchmarks/curves/papers/contrastive").glob("*.json"))
+    with pytest.raises(InputError, match="nets=package"): configure_contrastive(dict(cpu), "cpu", dict(likelihood="gaussian"))
+    with pytest.raises(InputError, match="nets: expected one of"): configure_contrastive(dict(cpu), "cpu", dict(nets="deep"))
+    g = configure_contrastive(dict(cpu), "cpu", dict(likelihood="gaussian", nets="package"))
+    assert g["train"]["steps"] == 1000 and g["model"]["likelihood"] == "gaussian"
+    from types import SimpleNamespace as NS
+    ds = lambda px: NS(train=NS(target=NS(images=torch.zeros(2, 1, px, px))))
+    m28 = contrastive_model(METHODS[0], ds(28), dict(q, dataset="L-MNIST"))
+    assert isinstance(m28.z_encoder, GrassyEncoder) and isinstance(m28.decoder, GrassyDecoder) and m28.config["nets"] == "paper"
+    m64 = contrastive_model(METHODS[0], ds(64), dict(q, dataset="CelebA"))
+    assert isinstance(m64.z_encoder, ConvEncoder) and m64.config["nets"] == "package"
+    for r in ("contrastive-cpu-package-nets", "contrastive-cpu-gaussian", "contrastive-quick", "contrastive-gpu"):
+        m = json.loads((root / "reports" / r / "metrics.json").read_text())
+        assert "nets=package" in sensitivity_of(m) and m["config"]["model"].get("nets") is None, r
+        assert "the package's networks" in (root / "reports" / r / "report.md").read_text(), r

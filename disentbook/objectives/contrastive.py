@@ -12,32 +12,81 @@ from torch import nn
 
 from ..core import InputError, make_generator
 from ..checking import Case, CheckResult, check_function
-from ..nets import MODELS, VAE, ConvEncoder, reparameterize
+from ..nets import ARCHS, MODELS, VAE, ConvEncoder, MemberConv2d, MemberConvTranspose2d, reparameterize
 from .base import Objective, Param, register_objective
 from .density_ratio import DensityRatio, density_ratio_loss, log_ratio
 from .vae import gaussian_kl
 
 # %% auto #0
-__all__ = ['OT_SOLVERS', 'OURS', 'LEMMA2_HINT', 'DIRAC_HINT', 'OT_HINT', 'ContrastiveVAE', 'contrastive_terms',
-           'w2_gaussian_dirac', 'dirac_surrogate', 'sq_cost_matrix', 'ot_plan', 'w2_loss', 'symmetric_kl_adversarial',
-           'permute_pairs', 'ContrastiveVAELoss', 'ContrastiveDirac', 'ContrastiveW2', 'CVAE', 'check_lemma2_w2',
+__all__ = ['GRASSY_CONVS', 'GRASSY_LEAK', 'GRASSY_SIZE', 'GRASSY_BASE', 'NETS', 'OT_SOLVERS', 'OURS', 'LEMMA2_HINT', 'DIRAC_HINT',
+           'OT_HINT', 'GrassyEncoder', 'GrassyDecoder', 'ContrastiveVAE', 'contrastive_terms', 'w2_gaussian_dirac',
+           'dirac_surrogate', 'sq_cost_matrix', 'ot_plan', 'w2_loss', 'symmetric_kl_adversarial', 'permute_pairs',
+           'ContrastiveVAELoss', 'ContrastiveDirac', 'ContrastiveW2', 'CVAE', 'check_lemma2_w2',
            'check_dirac_surrogate', 'check_ot_danskin_grad']
+
+# %% ../../nbs/50_contrastive.ipynb #3bef6c67
+# Appendix A.3's Grassy-MNIST networks at 28x28: (out channels, kernel, stride) of the encoder's five convolutions,
+# padding 1 (ours: the paper gives no widths, kernels or strides); the decoder runs them in reverse, transposed
+GRASSY_CONVS = ((32, 4, 2), (32, 3, 1), (64, 4, 2), (64, 3, 1), (64, 3, 1))
+GRASSY_LEAK = 0.2                 # LeakyReLU's slope (the paper gives none)
+GRASSY_SIZE, GRASSY_BASE = 28, 7  # the image side the networks take, and the side of the map their FC layers meet
+NETS = ("package", "paper")       # ContrastiveVAE's networks: nets.ConvEncoder/ConvDecoder, or Appendix A.3's
+
+def _grassy_size(image_size: int):
+    if image_size != GRASSY_SIZE:
+        raise InputError(f"the paper's Grassy-MNIST networks (nets='paper') take {GRASSY_SIZE}x{GRASSY_SIZE} images, got "
+                         f"{image_size}x{image_size}; nets='package' takes {', '.join(f'{s}x{s}' for s in sorted(ARCHS))}")
+
+class GrassyEncoder(nn.Module):
+    "Appendix A.3's encoder: five convolutions, each followed by channel normalisation and LeakyReLU, then one FC layer."
+    def __init__(self, in_channels: int = 1, image_size: int = 28, out_dim: int = 16):
+        super().__init__(); _grassy_size(image_size)
+        layers, c = [], in_channels
+        for ch, k, s in GRASSY_CONVS:
+            layers += [MemberConv2d(c, ch, k, stride=s, padding=1), nn.GroupNorm(ch, ch), nn.LeakyReLU(GRASSY_LEAK)]; c = ch
+        self.conv = nn.Sequential(*layers, nn.Flatten())
+        self.fc = nn.Linear(c * GRASSY_BASE ** 2, out_dim)
+    def forward(self, x): return self.fc(self.conv(x))
+
+class GrassyDecoder(nn.Module):
+    """Appendix A.3's decoder: one FC layer to a 64×7×7 map, then five transposed convolutions (the encoder's in
+    reverse), LeakyReLU after every layer but the last, whose logits the likelihood's sigmoid reads."""
+    def __init__(self, latent_dim: int = 24, out_channels: int = 1, image_size: int = 28):
+        super().__init__(); _grassy_size(image_size)
+        chs = [out_channels] + [ch for ch, _, _ in GRASSY_CONVS]       # channels between the encoder's layers
+        self.c0 = chs[-1]
+        self.fc = nn.Sequential(nn.Linear(latent_dim, self.c0 * GRASSY_BASE ** 2), nn.LeakyReLU(GRASSY_LEAK))
+        layers = []
+        for i in reversed(range(len(GRASSY_CONVS))):
+            _, k, s = GRASSY_CONVS[i]
+            layers += [MemberConvTranspose2d(chs[i + 1], chs[i], k, stride=s, padding=1), nn.LeakyReLU(GRASSY_LEAK)]
+        self.deconv = nn.Sequential(*layers[:-1])   # no non-linearity after the last layer: logits
+    def forward(self, z): return self.deconv(self.fc(z).view(-1, self.c0, GRASSY_BASE, GRASSY_BASE))
 
 # %% ../../nbs/50_contrastive.ipynb #ebb31d1b
 @MODELS.register("contrastive_vae")
 class ContrastiveVAE(VAE):
     """Two conv encoders q(z|x), q(s|x) (Gaussian) and one conv decoder p(x|z, s); codes are [z, s]. Everything but the
-    encoders (decode, likelihood, forward, embed, reconstruct) is `nets.VAE`'s, on the concatenated code."""
+    encoders (decode, likelihood, forward, embed, reconstruct) is `nets.VAE`'s, on the concatenated code. `nets`:
+    'package' (`nets.ConvEncoder` / `ConvDecoder`, `hidden` units in their FC layers) or 'paper' (Appendix A.3's
+    `GrassyEncoder` / `GrassyDecoder`, 28×28 images; `hidden` is not read)."""
     def __init__(self, image_size: int = 28, channels: int = 1, z_dim: int = 16, s_dim: int = 8,
-                 likelihood: str = "bernoulli", scale: float = 1.0, hidden: int = 256):
+                 likelihood: str = "bernoulli", scale: float = 1.0, hidden: int = 256, nets: str = "package"):
         if z_dim < 1 or s_dim < 1: raise InputError(f"z_dim and s_dim must be >= 1, got {z_dim}, {s_dim}")
+        if nets not in NETS: raise InputError(f"nets must be one of {', '.join(map(repr, NETS))}, got {nets!r}")
+        if nets == "paper": _grassy_size(image_size)
         super().__init__(image_size, channels, z_dim + s_dim, likelihood, scale, "gaussian", hidden)
         del self.encoder                                        # replaced by one encoder per latent group
         self.config = dict(kind="contrastive_vae", image_size=image_size, channels=channels, z_dim=z_dim, s_dim=s_dim,
-                           likelihood=likelihood, scale=scale, hidden=hidden)
+                           likelihood=likelihood, scale=scale, hidden=hidden, nets=nets)
         self.z_dim, self.s_dim = z_dim, s_dim
-        self.z_encoder = ConvEncoder(channels, image_size, 2 * z_dim, hidden)
-        self.s_encoder = ConvEncoder(channels, image_size, 2 * s_dim, hidden)
+        if nets == "paper":
+            self.z_encoder = GrassyEncoder(channels, image_size, 2 * z_dim)
+            self.s_encoder = GrassyEncoder(channels, image_size, 2 * s_dim)
+            self.decoder = GrassyDecoder(z_dim + s_dim, channels, image_size)
+        else:
+            self.z_encoder = ConvEncoder(channels, image_size, 2 * z_dim, hidden)
+            self.s_encoder = ConvEncoder(channels, image_size, 2 * s_dim, hidden)
 
     @classmethod
     def for_images(cls, shape: tuple, latent_dim: int = 10, z_dim: int = 16, s_dim: int = 8, likelihood: str = "bernoulli",

@@ -11,6 +11,7 @@ import torch
 from ..core import InputError, to_numpy
 from ..eval.protocols import tsne_embedding
 from ..eval.viz import image_grid
+from ..objectives.contrastive import NETS
 from .claims import Claim
 from .declare import Metric, Paper, Table, cpu_scale
 from .harness import register_reproduction
@@ -20,9 +21,10 @@ from .contrastive_eval import (AFFECTNET_CLASSES, DATASET_LATENTS, contrastive_d
                                                encode_parts, evaluate_contrastive, pixel_reference, prior_w2_level)  # the data and scoring (`repro.contrastive_eval`)
 
 # %% auto #0
-__all__ = ['METHODS', 'CONTRASTIVE_SCALES', 'LIKELIHOODS', 'FORMER', 'METRICS', 'TABLES', 'GATES', 'CONTRASTIVE',
-           'reproduce_contrastive', 'configure_contrastive', 'contrastive_claims', 'figure4', 'decode_variants',
-           'figure5', 'figure6a', 'figure7', 'interpolation_grid', 'figure8', 'figure_sweep', 'contrastive_figures']
+__all__ = ['METHODS', 'CONTRASTIVE_SCALES', 'LIKELIHOODS', 'FORMER', 'FORMER_NETS_CPU_STEPS', 'METRICS', 'TABLES', 'GATES',
+           'CONTRASTIVE', 'reproduce_contrastive', 'configure_contrastive', 'contrastive_claims', 'figure4',
+           'decode_variants', 'figure5', 'figure6a', 'figure7', 'interpolation_grid', 'figure8', 'figure_sweep',
+           'contrastive_figures']
 
 # %% ../../nbs/52_contrastive_reproduction.ipynb #077e9811
 METHODS = (dict(row="cVAE", objective="cvae", slug="cvae", label="cVAE", params={}),
@@ -34,8 +36,11 @@ def _data(per_digit, n_bg, eval_per_digit, eval_bg, faces=(5000, 10_000, 0.1)):
     return dict(per_digit=per_digit, n_background=n_bg, eval_per_digit=eval_per_digit, eval_background=eval_bg,
                 faces=dict(per_class=faces[0], n_background=faces[1], holdout=faces[2]))
 # Appendix A.3: 'the sigmoid function for the last layer' of the decoder and 'The weight on the KLD term in the VAE loss
-# is β = 2 (Higgins et al., 2017)': a Bernoulli likelihood on the sigmoid's output, as in Higgins et al.
-_MODEL = lambda hidden: dict(hidden=hidden, likelihood="bernoulli")
+# is β = 2 (Higgins et al., 2017)': a Bernoulli likelihood on the sigmoid's output, as in Higgins et al.; 'The encoder
+# consists of 5 convolutional layers and 1 fully connected layer ... The decoder consists of 1 fully connected and 5
+# transposed convolutional layers': `objectives.contrastive.GrassyEncoder` / `GrassyDecoder` (`hidden` is read by the
+# package's networks only, the `nets=package` sensitivity)
+_MODEL = lambda hidden: dict(hidden=hidden, likelihood="bernoulli", nets="paper")
 
 # Digits per class: the embedded real MNIST digits hold 713 to 977 per class in their train split (150 per class in
 # test), so quick and gpu use 700 per digit (and at most 150 for evaluation) and run anywhere; paper uses the paper's
@@ -56,25 +61,34 @@ CONTRASTIVE_SCALES = dict(
                sweep_methods=("srb_vae", "ours_eq8")),
 )
 # cpu: the headline claims' rows only, 5 seeds, each as long as its measured learning curve asks (quick's
-# settings otherwise; the curves: the campaign's curves-<paper> stages). The Bernoulli recipe's curves are not measured
-# yet: until they are, the cpu scale says so in one line (the Gaussian recipe's curves chose 1,000 steps).
+# settings otherwise; the curves: the campaign's curves-<paper> stages); until they are measured for the paper's
+# networks, the cpu scale says so in one line.
 CONTRASTIVE_SCALES["cpu"] = cpu_scale(CONTRASTIVE_SCALES["quick"], "Table 1 (L-MNIST)", ("cvae", "srb_vae", "ours_eq7", "ours_eq8"))
 
-# The former recipe, reachable as a declared sensitivity (`-o likelihood=gaussian`): a Gaussian likelihood of scale 0.1,
-# and at `cpu` the length its learning curves chose; `gpu` keeps its own 3,000 steps, which its report trained.
+# The former recipes, reachable as declared sensitivities: `-o nets=package`, the package's networks in place of A.3's
+# (at `cpu` the length their learning curves over seeds 0-2 chose, kept in benchmarks/curves/papers/contrastive-package-nets/),
+# and with it `-o likelihood=gaussian`, a Gaussian likelihood of scale 0.1 (at `cpu` the length its one-seed curves
+# chose); `gpu` keeps its own 3,000 steps, which its reports trained.
 LIKELIHOODS = ("bernoulli", "gaussian")
 FORMER = dict(model=dict(likelihood="gaussian", scale=0.1), cpu_steps=1000)
+FORMER_NETS_CPU_STEPS = 5000
 
 def configure_contrastive(cfg: dict, scale: str, options: dict) -> dict:
-    "The scale config under option `likelihood`: 'bernoulli' (the paper's, the default) or 'gaussian' (the former recipe)."
-    lik = options.get("likelihood") or "bernoulli"
+    """The scale config under options `likelihood` ('bernoulli', the paper's and the default, or 'gaussian') and `nets`
+    ('paper', A.3's networks and the default, or 'package'): the Gaussian likelihood was measured on the package's
+    networks only, so at `cpu` it needs `nets=package` (no length was measured for it on A.3's)."""
+    lik, nets = options.get("likelihood") or "bernoulli", options.get("nets") or "paper"
     if lik not in LIKELIHOODS: raise InputError(f"likelihood: expected one of {', '.join(LIKELIHOODS)}, got {lik!r}")
-    if lik == "bernoulli": return cfg
-    cfg = dict(cfg, model={**cfg["model"], **FORMER["model"]})
-    if scale == "cpu":
-        n = FORMER["cpu_steps"]
-        cfg.update(train={**cfg["train"], "steps": n}, length=dict(steps=n, planned=n, why=(
-            f"the former recipe's: the learning curves of the Gaussian likelihood (seed 0, 500-5,000 steps) chose {n:,}")))
+    if nets not in NETS: raise InputError(f"nets: expected one of {', '.join(NETS)}, got {nets!r}")
+    if lik == "bernoulli" and nets == "paper": return cfg
+    cfg = dict(cfg, model={**cfg["model"], "nets": nets, **(FORMER["model"] if lik == "gaussian" else {})})
+    if scale != "cpu": return cfg
+    if nets == "paper":
+        raise InputError("likelihood=gaussian at the cpu scale was measured on the package's networks only: add -o nets=package")
+    n, why = ((FORMER["cpu_steps"], "the learning curves of the Gaussian likelihood (seed 0, 500-5,000 steps) chose")
+              if lik == "gaussian" else (FORMER_NETS_CPU_STEPS, "the learning curves of the package's networks over seeds 0-2 "
+                                         "(benchmarks/curves/papers/contrastive-package-nets/, 500-10,000 steps) chose"))
+    cfg.update(train={**cfg["train"], "steps": n}, length=dict(steps=n, planned=n, why=f"the former recipe's: {why} {n:,}"))
     return cfg
 
 
@@ -292,14 +306,21 @@ def _notes(ctx) -> list[str]:
     L = ([f"**Sensitivity (the package's former recipe): a Gaussian likelihood of scale {ctx.cfg['model'].get('scale')}** in place "
           "of the paper's Bernoulli (Appendix A.3: the decoder's last layer is a sigmoid, and β = 2 follows Higgins et al.); its "
           "verdicts are about that recipe, not the paper's."] if lik == "gaussian" else [])
+    a3 = ("Appendix A.3: 'The encoder consists of 5 convolutional layers and 1 fully connected layer. LeakyReLU activation "
+          "function is used as the non-linearity and channel normalization is used after each convolutional layers. The "
+          "decoder consists of 1 fully connected and 5 transposed convolutional layers'")
+    nets = ctx.cfg["model"].get("nets", "package")   # a report made before the option trained the package's networks
     L += [f"β = 2; {ctx.cfg['model']}; latents (d_z, d_s) = { {ds: DATASET_LATENTS[ds] for ds in _datasets(ctx)} }; L_W2 = mean "
          f"exact W2² between {ctx.cfg['eval']['w2_batches']} pairs of batches of {ctx.cfg['train']['batch_size']} z-samples.",
-          "Ours, not the paper's (Appendix A.3: 'The encoder consists of 5 convolutional layers and 1 fully connected layer. "
-          "LeakyReLU activation function is used as the non-linearity and channel normalization is used after each convolutional "
-          "layers. The decoder consists of 1 fully connected and 5 transposed convolutional layers'): the package's conv nets "
-          "(`nets.ConvEncoder` / `ConvDecoder`: 4×4 stride-2 convolutions, ReLU, no normalisation, two fully connected layers), "
-          "one encoder for z and one for s as in cVAE; the paper gives no widths, kernels or strides. A.3's 'batch size of 128': "
-          f"{ctx.cfg['train']['batch_size']} here."]
+          (f"The paper's networks ({a3}): `objectives.contrastive.GrassyEncoder` / `GrassyDecoder`, one encoder for z and one "
+           "for s as in cVAE; the layer counts, LeakyReLU, the normalisation after each convolution and the final sigmoid are "
+           "the paper's; the widths, kernels and strides, LeakyReLU's slope (0.2) and 'channel normalization' read as each "
+           "channel of each image standardised over its positions are ours (the paper gives none of them)."
+           if nets == "paper" else
+           f"**Sensitivity (the package's former recipe): the package's networks** in place of the paper's ({a3}): "
+           "`nets.ConvEncoder` / `ConvDecoder` (4×4 stride-2 convolutions, ReLU, no normalisation, two fully connected "
+           "layers), one encoder for z and one for s as in cVAE.") +
+          f" A.3's 'batch size of 128': {ctx.cfg['train']['batch_size']} here."]
     for ds in _datasets(ctx):
         t = f"Table 1 ({ds})"
         if t not in ctx.results: continue
@@ -320,8 +341,8 @@ def _notes(ctx) -> list[str]:
 CONTRASTIVE = Paper(
     name="contrastive", title="Contrastive disentanglement (ICLR 2020 submission)", scales=CONTRASTIVE_SCALES, tables=TABLES,
     data=contrastive_data, evaluate=evaluate_contrastive, model=contrastive_model, sampler=contrastive_sampler, claims=contrastive_claims, learned=GATES, pixels=_pixels,
-    figures=(contrastive_figures,), options=dict(sweep=None, data_root=None, datasets=None, likelihood="bernoulli"), notes=_notes,
+    figures=(contrastive_figures,), options=dict(sweep=None, data_root=None, datasets=None, likelihood="bernoulli", nets="paper"), notes=_notes,
     seeded_data=True, reference_reads_objective=False,   # its evaluation reads the codes only: the four rows share one untrained network per seed
-    sensitivity=("likelihood",), configure=configure_contrastive)
+    sensitivity=("likelihood", "nets"), configure=configure_contrastive)
 
 reproduce_contrastive = register_reproduction(CONTRASTIVE)
