@@ -216,7 +216,7 @@ def test_the_papers_networks_by_default_the_packages_a_declared_sensitivity():
     assert isinstance(m28.z_encoder, GrassyEncoder) and isinstance(m28.decoder, GrassyDecoder) and m28.config["nets"] == "paper"
     m64 = contrastive_model(METHODS[0], ds(64), dict(q, dataset="CelebA"))
     assert isinstance(m64.z_encoder, ConvEncoder) and m64.config["nets"] == "package"
-    for r in ("contrastive-cpu-package-nets", "contrastive-cpu-gaussian", "contrastive-quick", "contrastive-gpu"):
+    for r in ("contrastive-cpu-package-nets", "contrastive-cpu-gaussian", "contrastive-quick", "contrastive-gpu-gaussian"):
         m = json.loads((root / "reports" / r / "metrics.json").read_text())
         assert "nets=package" in sensitivity_of(m) and m["config"]["model"].get("nets") is None, r
         assert "the package's networks" in (root / "reports" / r / "report.md").read_text(), r
