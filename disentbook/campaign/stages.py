@@ -20,8 +20,8 @@ CARRY_BUDGET = 10_000_000     # bytes of checkpoints a checkout carries in all
 CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is trained again rather than carried
 
 # the declared order: the zoo recipe begun first (its curve seeds' checkpoints outgrow the carry budget: it goes on
-# where they are), then what decides a paper's headline finding soonest (contrastive's curves and reproduction, about
-# six hours), refvae at the paper's length, dipvae's curves and new seeds; the other zoo recipes, the other papers'
+# where they are), then what decides a paper's headline finding soonest (contrastive's curves and reproduction),
+# refvae at the paper's length, dipvae's curves and new seeds; the other zoo recipes, the other papers'
 # headline curves over seeds; the zoo's models
 FIRST = ("zoo-beta_tcvae", "curves-contrastive-seeds", "reproduce-contrastive", "reproduce-refvae", "curves-dipvae-seeds",
          "reproduce-dipvae")
