@@ -75,6 +75,8 @@ class ContrastiveVAE(VAE):
         if z_dim < 1 or s_dim < 1: raise InputError(f"z_dim and s_dim must be >= 1, got {z_dim}, {s_dim}")
         if nets not in NETS: raise InputError(f"nets must be one of {', '.join(map(repr, NETS))}, got {nets!r}")
         if nets == "paper": _grassy_size(image_size)
+        # the package's networks are built first whatever `nets` says (then replaced): a package-network model draws
+        # its initial weights exactly as before the option, so its runs resume and reproduce bit for bit
         super().__init__(image_size, channels, z_dim + s_dim, likelihood, scale, "gaussian", hidden)
         del self.encoder                                        # replaced by one encoder per latent group
         self.config = dict(kind="contrastive_vae", image_size=image_size, channels=channels, z_dim=z_dim, s_dim=s_dim,
