@@ -164,6 +164,7 @@ def test_face_rows_from_user_files(tmp_path):
     assert all(0 <= acc[f"accuracy_{c}"] <= 1 for c in AFFECTNET_CLASSES)
     assert (tmp_path / "out" / "figure7_reconstructions_AffectNet.png").stat().st_size > 0
     assert "22.66" in (tmp_path / "out" / "report.md").read_text()          # AffectNet Eq. 8 CA_s of the paper
+    assert "The faces (CelebA, AffectNet), for which A.3 names 8-layer networks" in (tmp_path / "out" / "report.md").read_text()
     ev = json.loads((tmp_path / "out" / "runs" / "AffectNet" / "ours_eq8" / "seed0" / "eval.json").read_text())["metrics"]
     assert ev["n_eval"] == 7 * 6                                              # validation: 6 per expression
 

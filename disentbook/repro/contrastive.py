@@ -320,6 +320,8 @@ def _notes(ctx) -> list[str]:
            f"**Sensitivity (the package's former recipe): the package's networks** in place of the paper's ({a3}): "
            "`nets.ConvEncoder` / `ConvDecoder` (4×4 stride-2 convolutions, ReLU, no normalisation, two fully connected "
            "layers), one encoder for z and one for s as in cVAE.") +
+          (" The faces (CelebA, AffectNet), for which A.3 names 8-layer networks it does not describe, use the package's "
+           "networks." if nets == "paper" and {"CelebA", "AffectNet"} & set(_datasets(ctx)) else "") +
           f" A.3's 'batch size of 128': {ctx.cfg['train']['batch_size']} here."]
     for ds in _datasets(ctx):
         t = f"Table 1 ({ds})"
