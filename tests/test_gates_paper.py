@@ -55,3 +55,27 @@ def test_the_check_can_fail():
     assert g.check("WAE (lambda=200)", {"mig": [0.026], g.ref: [0.0065]}) is None
     r = dataclasses.replace(g, skip=()).check("WAE (lambda=200)", {"mig": [0.026], g.ref: [0.0065]})
     assert r["learned"] is False
+
+
+CHANCE = {"Colored-MNIST": 0.1, "RC-MNIST": 0.1, "3dShapes": 0.25, "MPI3D": 1 / 6}    # 1 / classes
+
+
+def test_paper_values_pass_the_claims_own_gates():
+    """A claim's own gate (invariance: every row of a worst-group claim above chance on each test group) is one that the
+    paper's own rows pass: each row of the claim's table, at chance for its dataset."""
+    p = REG["invariance"]
+    checked = 0
+    for c in p.claims:
+        own = [g for g in (c.gates or ()) if not isinstance(g, str)]
+        if not own: continue
+        t = next(t for t in p.tables if t.name == c.table)
+        paper = paper_lookup(p.values or p.name, t.paper_table, t.paper_dataset)
+        chance = CHANCE[t.paper_dataset]
+        rows = {r for part in c.parts for side in ("lhs", "rhs") for r in part.get(side, {}).get("rows", ())}
+        for g in own:
+            for row in rows:
+                if g.metric not in paper.get(row, {}): continue
+                r = g.check(row, {g.metric: [float(paper[row][g.metric])], g.ref: [chance]})
+                assert r["learned"], f"{c.text}: {row} {r['numbers']}"
+                checked += 1
+    assert checked >= 20, checked

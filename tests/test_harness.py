@@ -537,3 +537,26 @@ def test_a_cpu_run_saves_a_checkpoint_at_least_every_2000_steps():
     assert train_config(long, 0, "cpu").ckpt_every == CPU_CKPT_EVERY == 2000
     assert train_config(long, 0, "cuda").ckpt_every == 5000              # a GPU job's saves stay a tenth of its length
     assert train_config(short, 0, "cpu").ckpt_every == 1000
+
+
+@pytest.mark.parametrize("name, paper, claim, gates, per_seed", [
+    ("vae-gpu", "vae", "β-VAE (β = 4) reconstructs", "beta-VAE (beta=4): reconstructs better than the mean image", False),
+    ("refvae-cpu-former", "refvae", "sRb-VAE beats Rb-VAE", "Rb-VAE: reconstructs better than a blank image (L1 per pixel)", True)])
+def test_a_committed_report_rejudged_prints_the_gates_its_claims_declare(tmp_path, name, paper, claim, gates, per_seed):
+    """A claim with gates of its own: the report says which gates it asked, row by row (a reconstruction claim asks no
+    MIG; refvae's Rb-VAE, beaten, is asked to reconstruct) and, for `per_seed`, every seed; the committed report says the
+    same as a fresh rejudge."""
+    import shutil
+    src = Path(__file__).resolve().parents[1] / "reports" / name
+    out = tmp_path / name
+    shutil.copytree(src, out, ignore=shutil.ignore_patterns("*.png"))
+    rejudge(PAPERS[paper], out)
+    m = json.loads((out / "metrics.json").read_text())
+    c = next(c for c in m["claims"] if c["claim"].startswith(claim))
+    assert gates in c["gates"] and bool(c.get("per_seed")) == per_seed
+    committed = next(c for c in json.loads((src / "metrics.json").read_text())["claims"] if c["claim"].startswith(claim))
+    assert committed["verdict"] == c["verdict"] and committed.get("gates") == c["gates"]
+    md = (out / "report.md").read_text()
+    assert f"    - the gates this claim asks, declared with it: " in md
+    assert ("    - per seed, Rb-VAE: avg_mae seed 0" in md) == per_seed
+    if paper == "vae": assert "MIG" not in c["gates"] and c["verdict"] == HOLDS

@@ -12,10 +12,10 @@ from ..core import InputError
 
 # %% auto #0
 __all__ = ['SCALE_ORDER', 'POWER_SIMS', 'parse_tolerance', 'band', 'parse_part', 'Claim', 'judge_part', 'claim_cells',
-           'claim_power', 'judge_claim']
+           'claim_power', 'judge_claim', 'claim_learned', 'gates_text', 'per_seed_lines']
 
 # %% ../../nbs/80d_repro_claims.ipynb #208e9398
-from .verdicts import (ALPHA, BOUNDS, HOLDS, FAILS, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, all_of,
+from .verdicts import (ALPHA, BOUNDS, HOLDS, FAILS, NOT_TESTED, NOT_CHECKED, NOT_LEARNED, Gate, all_of, learned_rows,
                                        any_of, band_test, holm, most_needed, partial_conjunction, power, seed_stats,
                                        degenerate_cell, verdict, welch, NO_SPREAD)
 SCALE_ORDER = ("smoke", "quick", "cpu", "gpu", "paper")
@@ -75,14 +75,44 @@ def parse_part(text: str) -> dict:
 class Claim:
     """A claim and the parts that test it (`need`: 'all' or 'most' of them must hold). `source`: where the paper says it
     (table, row, sentence); `ours=True`: a claim of this reproduction, not the paper's; `paper_note`: where the paper's
-    own table does not establish it (judged on the paper's numbers by the tests)."""
+    own table does not establish it (judged on the paper's numbers by the tests). `gates`: what a row must have
+    learned before this claim rests on it, where the paper's gates do not fit the claim (None: the paper's gates):
+    metric names choose the paper's gates on those metrics, '*' takes all of them, a `Gate` adds one of the claim's own
+    (read from the run's own metrics); `row_gates`: {row: the same} for a row whose part in the claim differs (a row
+    whose drift to a degenerate solution is the claim's point is asked to have trained, not to have learned what it
+    drifts away from); `per_seed`: the report lists every seed of the rows the claim reads, so a degenerate seed is
+    seen, not hidden in a mean."""
     def __init__(self, text: str, *parts: str, table: str | None = None, need: str = "all", min_scale: str = "quick",
-                 note: str = "", source: str = "", ours: bool = False, paper_note: str = ""):
+                 note: str = "", source: str = "", ours: bool = False, paper_note: str = "", gates: tuple | None = None,
+                 row_gates: dict | None = None, per_seed: bool = False):
         if need not in ("all", "most"): raise InputError(f"need: expected 'all' or 'most', got {need!r}")
         if min_scale not in SCALE_ORDER: raise InputError(f"min_scale: expected one of {SCALE_ORDER}, got {min_scale!r}")
         self.text, self.table, self.need, self.min_scale, self.note = text, table, need, min_scale, note
         self.source, self.ours, self.paper_note = source, ours, paper_note
         self.parts = [parse_part(p) for p in (parts or (text,))]
+        self.gates = None if gates is None else tuple(gates)
+        self.row_gates = {r: tuple(g) for r, g in (row_gates or {}).items()}
+        for g in [*(self.gates or ()), *(g for gs in self.row_gates.values() for g in gs)]:
+            if not isinstance(g, (str, Gate)):
+                raise InputError(f"claim {text!r}: a gate is a metric name, '*' or a Gate, got {type(g).__name__}")
+        self.per_seed = bool(per_seed)
+
+    @property
+    def own_gates(self) -> bool:
+        "Whether the claim declares gates of its own (else it reads the paper's)."
+        return self.gates is not None or bool(self.row_gates)
+
+    def gates_for(self, row: str, paper_gates) -> list:
+        "The gates `row` must pass before this claim rests on it, from the paper's gates `paper_gates` as declared."
+        spec = self.row_gates.get(row, self.gates)
+        if spec is None: return list(paper_gates)
+        out = []
+        for g in spec:
+            if isinstance(g, Gate): out.append(g); continue
+            got = list(paper_gates) if g == "*" else [p for p in paper_gates if p.metric == g]
+            if not got: raise InputError(f"claim {self.text!r}: its paper declares no gate on {g!r}")
+            out += got
+        return out
     def __repr__(self): return f"Claim({self.text!r}, {len(self.parts)} part(s), table={self.table!r})"
 
 # %% ../../nbs/80d_repro_claims.ipynb #11fa3a89
@@ -275,3 +305,55 @@ def judge_claim(claim: Claim, results: dict, scale: str = "paper", paper: dict |
     out["verdict"] = v
     out["note"] = claim.note if v == FAILS else ""
     return out
+
+# %% ../../nbs/80d_repro_claims.ipynb #d79f152d
+def claim_learned(claim: Claim, paper_gates, values: dict, alpha: float = ALPHA) -> dict:
+    """{row: dict(learned, why, checked)} of `values` ({row: {metric: [seed values]}}, references included) under the
+    gates `claim` asks of each row (`Claim.gates_for`; the paper's `paper_gates` where it declares none)."""
+    paper_gates = tuple(paper_gates or ())
+    out = {}
+    for row, m in values.items():
+        gates = claim.gates_for(row, paper_gates)
+        out[row] = learned_rows(gates, {row: m}, alpha)[row]
+        missing = [g for g in gates if g not in paper_gates and (g.rows is None or row in g.rows)
+                   and not any(row.startswith(s) for s in g.skip) and g.check(row, m, alpha) is None]
+        if missing:
+            why = "; ".join(f"{g.text}: not checked (no {g.metric if g.metric not in m else g.ref} for this row)" for g in missing)
+            out[row] = dict(learned=False, why="; ".join(w for w in (out[row]["why"], why) if w),
+                            checked=out[row]["checked"])
+    return out
+
+def gates_text(claim: Claim, paper_gates, values: dict, rows) -> str:
+    """The gates `claim` asks of `rows` (those that apply to each row's metrics in `values`; a claim's own gate always),
+    rows with the same gates together ('' where it reads the paper's gates)."""
+    if not claim.own_gates: return ""
+    paper_gates, groups = tuple(paper_gates or ()), {}
+    for r in rows:
+        asked = [g.text for g in claim.gates_for(r, paper_gates)
+                 if g not in paper_gates or g.check(r, values.get(r, {})) is not None]
+        groups.setdefault(tuple(asked), []).append(r)
+    return "; ".join(f"{', '.join(rs)}: {', '.join(ts) if ts else 'none'}" for ts, rs in groups.items())
+
+def per_seed_lines(claim: Claim, values: dict, paper_gates=(), seeds=None) -> list[str]:
+    """One line per row the claim reads: its seeds' values of each metric the claim reads, then, for a row the claim
+    asks less of (`row_gates`), each paper gate it does not ask, seed by seed ('' unless `claim.per_seed`)."""
+    if not claim.per_seed: return []
+    paper_gates, cells, L = tuple(paper_gates or ()), claim_cells(claim), []
+    for row in dict.fromkeys(r for r, _ in cells):
+        m = values.get(row)
+        if not m: continue
+        names = list(seeds) if seeds is not None else None
+        def lab(i): return f"seed {names[i]}" if names is not None and i < len(names) else f"seed #{i}"
+        parts = [f"{k} " + ", ".join(f"{lab(i)} {v:.4g}" for i, v in enumerate(m[k])) for r, k in cells if r == row and k in m]
+        asked = claim.gates_for(row, paper_gates)
+        for g in (g for g in paper_gates if g not in asked and g.metric in m):
+            x = np.asarray(m[g.metric], float)
+            ref = np.asarray(m[g.ref], float) if isinstance(g.ref, str) and g.ref in m else \
+                  (None if isinstance(g.ref, str) else np.full_like(x, float(g.ref)))
+            if ref is None or len(ref) != len(x): continue
+            ok = (x - ref > g.margin) if g.op == ">" else (ref - x > g.margin)
+            parts.append(f"not asked here, {g.text}: " + ", ".join(
+                f"{lab(i)} {'yes' if o else 'no'} ({a:.4g} {g.op if o else ('≤' if g.op == '>' else '≥')} {b:.4g})"
+                for i, (o, a, b) in enumerate(zip(ok, x, ref))))
+        L.append(f"{row}: " + "; ".join(parts))
+    return L

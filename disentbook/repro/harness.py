@@ -17,7 +17,7 @@ from ..training.checkpoints import CheckpointNotFoundError
 from ..training.config import resolve_precision
 from .verdicts import NOT_CHECKED, RULE_TEXT, learned_rows, paper_seeds
 # the harness's parts, one job each (this module runs and judges a reproduction with them)
-from .claims import claim_cells, judge_claim
+from .claims import Claim, claim_cells, claim_learned, gates_text, judge_claim, per_seed_lines
 from .declare import Paper, Table, register_paper, scale_config, scale_seeds
 from .runs import HARNESS_OPTIONS, RUNNERS, layout_option, run_dir, run_settings, train_group, trained_precisions
 from .figures import Context, loss_figures
@@ -201,15 +201,17 @@ def rejudge(paper: Paper, out_dir) -> dict:
     finally:
         release_out(out)
 
-def _learned(ctx, table: Table) -> dict:
-    """{row: dict(learned, why, checked)} of `table`'s runs under the paper's gates; a reference gate reads the untrained
-    network's values (`repro.reference`, measured at every scale but smoke, once, kept in metrics.json)."""
-    if not ctx.paper.learned: return {}
+def _learned(ctx, table: Table, claim: Claim | None = None) -> dict:
+    """{row: dict(learned, why, checked)} of `table`'s runs under the paper's gates, or under those `claim` asks of each
+    row (`claims.claim_learned`); a reference gate reads the untrained network's values (`repro.reference`, measured at
+    every scale but smoke, once, kept in metrics.json)."""
+    if not ctx.paper.learned and (claim is None or not claim.own_gates): return {}
     if ctx.scale != "smoke" and ctx.options.get("references") == "later" and \
-       (reference_metrics(ctx.paper.learned) or reference_metrics(ctx.paper.learned, PIXELS)):
+       (reference_metrics(ctx.paper.learned or ()) or reference_metrics(ctx.paper.learned or (), PIXELS)):
         return {row: dict(learned=False, checked="", why=DEFERRED) for row in ctx.values(table.name)}
     refs = measure_references(ctx, table) if ctx.scale != "smoke" else {}
-    return learned_rows(ctx.paper.learned, with_references(ctx.values(table.name), refs))
+    values = with_references(ctx.values(table.name), refs)
+    return learned_rows(ctx.paper.learned, values) if claim is None else claim_learned(claim, ctx.paper.learned, values)
 
 DEFERRED = ("its references (the untrained network, the raw pixels) were left to a later `--rejudge` (option "
             "references=later): no gate is checked and no claim is tested until then")
@@ -225,8 +227,13 @@ def _claims(ctx) -> list[dict]:
             j = judge_claim(c, {}, "paper")
             j.update(verdict=NOT_CHECKED, parts=[], why=f"{t.name} not run ({ctx.skipped.get(t.name, 'not in this call')})")
         else:
-            j = judge_claim(c, ctx.values(t.name), ctx.scale, paper, _learned(ctx, t), {m.key: m.floor() for m in t.metrics},
+            j = judge_claim(c, ctx.values(t.name), ctx.scale, paper, _learned(ctx, t, c), {m.key: m.floor() for m in t.metrics},
                             seeds=ctx.seeds, logs={m.key for m in t.metrics if m.log}, bounds={m.key: m.bounds for m in t.metrics})
+            rows = [r for r in dict.fromkeys(r for r, _ in claim_cells(c)) if r in ctx.values(t.name)]
+            refs = ctx.references.get(t.name, {}) if ctx.scale != "smoke" else {}
+            if c.own_gates: j["gates"] = gates_text(c, ctx.paper.learned, with_references(ctx.values(t.name), refs), rows)
+            if c.per_seed:
+                j["per_seed"] = per_seed_lines(c, with_references(ctx.values(t.name), refs), ctx.paper.learned, ctx.seeds)
         if paper and not c.ours:                                        # the same judge on the paper's own table
             known = paper_seeds(paper, 5)                               # the cells whose spread the paper prints
             j["on_paper"] = (judge_claim(c, known, "paper", paper, power=False, bounds={m.key: m.bounds for m in t.metrics})["verdict"]

@@ -195,18 +195,21 @@ _T = "Table 1 (MNIST)"
 _TA = "Table 1 (AffectNet)"
 _T1 = "Table 1 (MNIST columns), rows "
 _S53 = "Section 5.3, 'Results and discussion': "
+# A claim in which Rb-VAE is beaten: its drift to the degenerate solution (Section 5.4) is part of the paper's point, so
+# Rb-VAE is asked to have trained (to reconstruct), not to have put the style in e, and the report shows every seed.
+_DRIFT = dict(row_gates={"Rb-VAE": ("rec_l1",)}, per_seed=True)
 REFVAE_CLAIMS = (
     Claim("sRb-VAE has the lowest average MAE of the nine models (MNIST Avg .060)",
-          *(f"sRb-VAE < {r} on avg_mae" for r in MNIST_ROWS if r != "sRb-VAE"), table=_T,
+          *(f"sRb-VAE < {r} on avg_mae" for r in MNIST_ROWS if r != "sRb-VAE"), table=_T, **_DRIFT,
           source=_T1 + "all nine, column Avg; " + _S53 + "of sRb-VAE: 'Moreover, it achieves the best average performance in "
                  "both datasets'"),
-    Claim("sRb-VAE beats Rb-VAE on the average (.060 vs .070)", "sRb-VAE < Rb-VAE on avg_mae", table=_T,
+    Claim("sRb-VAE beats Rb-VAE on the average (.060 vs .070)", "sRb-VAE < Rb-VAE on avg_mae", table=_T, **_DRIFT,
           source=_T1 + "Rb-VAE and sRb-VAE, column Avg; a part of " + _S53 + "'Moreover, it [sRb-VAE] achieves the best "
                  "average performance in both datasets'"),
     Claim("Rb-VAE estimates the scale worst of all rows (.061; every other row <= .039)",
-          f"Rb-VAE > max({_OTHERS('Rb-VAE')}) on scale_mae", table=_T, source=_T1 + "all nine, column Scale; Section 5.4: "
+          f"Rb-VAE > max({_OTHERS('Rb-VAE')}) on scale_mae", table=_T, **_DRIFT, source=_T1 + "all nine, column Scale; Section 5.4: "
           "'Rb-VAE is not able to swap target factors related with the digit scale in the MNIST dataset'"),
-    Claim("an unsupervised method beats Rb-VAE: DIP-VAE-I (.064 < .070)", "DIP-VAE-I < Rb-VAE on avg_mae", table=_T,
+    Claim("an unsupervised method beats Rb-VAE: DIP-VAE-I (.064 < .070)", "DIP-VAE-I < Rb-VAE on avg_mae", table=_T, **_DRIFT,
           source=_T1 + "DIP-VAE-I and Rb-VAE; " + _S53 + "'Note that the unsupervised approach DIP-VAE-I achieves better average "
           "results than Rb-VAE for MNIST'"),
     Claim("e carries the style and z does not: the probe on z is significantly worse (Rb-VAE .195 vs .070, sRb-VAE .189 vs .060)",
@@ -225,10 +228,10 @@ REFVAE_CLAIMS = (
           source="ours: a reading of " + _T1 + "all nine, column Avg (the text says of sRb-VAE only that 'the better "
                  "performance of our model compared to unsupervised methods is informative', and that DIP-VAE-I beats Rb-VAE)"),
     Claim("Rb-VAE drifts toward the degenerate solution: its decoder responds less to e than sRb-VAE's (ours: the "
-          "quantitative proxy of Fig. 4's 'Rb-VAE varies colour only')", "sRb-VAE > Rb-VAE on e_sensitivity", table=_T, ours=True,
+          "quantitative proxy of Fig. 4's 'Rb-VAE varies colour only')", "sRb-VAE > Rb-VAE on e_sensitivity", table=_T, ours=True, **_DRIFT,
           source="ours: a measurement standing in for Fig. 4 and Section 5.4 ('the amount of variability in Rb-VAE samples is quite low')"),
     Claim("AffectNet: sRb-VAE has the best average accuracy of the nine models (.422)",
-          *(f"sRb-VAE > {r} on avg_acc" for r in MNIST_ROWS if r != "sRb-VAE"), table=_TA,
+          *(f"sRb-VAE > {r} on avg_acc" for r in MNIST_ROWS if r != "sRb-VAE"), table=_TA, **_DRIFT,
           source="Table 1 (AffectNet columns), all nine rows, column Avg; " + _S53 + "of sRb-VAE: 'Moreover, it achieves the "
                  "best average performance in both datasets'"),
     Claim("AffectNet: the expression is in e, not z: the probe on z is significantly worse (Rb-VAE .349 vs .392, sRb-VAE "

@@ -163,7 +163,10 @@ def method_page() -> str:
         "count (each report lists them, row by row, under \"Did each model learn?\"); among them, that its paper's own "
         "metric beats the same network untrained, seed for seed, by a declared margin, and, where the metric applies to "
         "images, the same metric on the raw pixels. A gate is one that the paper's own reported values pass, so a baseline that its paper reports as not "
-        "disentangling is asked to reconstruct, not to disentangle. A claim resting on a model that did not pass is "
+        "disentangling is asked to reconstruct, not to disentangle. Where the paper's gates do not fit a claim, the claim "
+        "declares its own with it, before the runs: a reconstruction claim asks for reconstruction; a worst-group claim "
+        "asks every row it reads to classify the test groups above chance; a claim whose point is that a row drifts to a "
+        "degenerate solution asks that row only to have trained, and its report lists every seed. A claim resting on a model that did not pass is "
         "*not tested: learning not shown*: the model may have learned, but the seeds did not show it.", "",
         "## The rule, as the judge applies it", "",
         RULE_TEXT, "",
@@ -196,6 +199,8 @@ def claim_lines(claims: list[dict]) -> list[str]:
         elif c.get("paper_note"): L.append(f"    - on the paper's own numbers: {c['paper_note']}")
         v = c["verdict"]
         if v == NOT_TESTED: continue
+        if c.get("gates"): L.append(f"    - the gates this claim asks, declared with it: {c['gates']}")
+        L += [f"    - per seed, {s}" for s in c.get("per_seed", ())]
         if v == NOT_CHECKED:
             why = c.get("why") or "; ".join(dict.fromkeys(q["numbers"] for q in c["parts"] if q["verdict"] == NOT_CHECKED))
             if why: L.append(f"    - {why}")

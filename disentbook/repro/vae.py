@@ -94,7 +94,8 @@ def _claims(ctx):
     return [Claim("β-VAE (β = 4) reconstructs 2D Shapes with an error per pixel of 0.0032 (DIP-VAE Table 1; ours "
                   "within a factor 2, squared error)", f"{row} within ×2 of paper on recon_error_per_pixel",
                   note="training length: the quick scale trains 1,000 steps per seed, the paper to convergence", ours=True,
-                  source="ours: the factor 2 around DIP-VAE Table 1's 2D Shapes row β-VAE β1 = 4 (0.0032)")]
+                  source="ours: the factor 2 around DIP-VAE Table 1's 2D Shapes row β-VAE β1 = 4 (0.0032)",
+                  gates=("recon_error_per_pixel",))]     # a reconstruction claim asks for reconstruction (the paper reports no MIG for it)
 
 def _figures(ctx):
     m, x = ctx.model("Table 1", ctx.row(ctx.specs["Table 1"][0])), ctx.data("Table 1").sample(32, make_generator(20_000))[0]
