@@ -302,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "20 for swap_invariance and uai: d_p = 10 predictive + 10 nuisance)")
     t.add_argument("--z-dim", type=int_at_least(1), default=16, help="common latents z of a 'contrastive_vae' model")
     t.add_argument("--s-dim", type=int_at_least(1), default=8, help="salient latents s of a 'contrastive_vae' model")
-    t.add_argument("--hidden", type=int_at_least(1), default=256, help="width of the model's fully connected layers")
+    t.add_argument("--hidden", type=int_at_least(1), default=256, help="width of the model's fully connected layers (a 28-px 'contrastive_vae' "
+                   "takes the paper's networks, whose widths are fixed)")
     t.add_argument("--likelihood", default="bernoulli", choices=sorted(LIKELIHOODS), help="decoder likelihood")
     t.add_argument("--out", default="results/train",
                    help="run directory: the checkpoint goes to OUT/checkpoint/; history.csv, figures, run.json, metrics.json to OUT/")

@@ -252,7 +252,7 @@ def test_the_cli_builds_every_registered_model_kind_through_the_registry():
     from disentbook.objectives.contrastive import ContrastiveVAE
     from disentbook.objectives.refvae import RefVAE
     direct = dict(vae=lambda: VAE(image_size=28, channels=3, latent_dim=5, hidden=16),
-                  contrastive_vae=lambda: ContrastiveVAE(image_size=28, channels=3, z_dim=4, s_dim=2, hidden=16),
+                  contrastive_vae=lambda: ContrastiveVAE(image_size=28, channels=3, z_dim=4, s_dim=2, hidden=16, nets="paper"),
                   ref_vae=lambda: RefVAE(image_size=28, channels=3, z_dim=4, e_dim=2, likelihood="laplace", scale=0.5, hidden=16))
     assert set(direct) <= set(MODELS)
     for kind, make in direct.items():

@@ -93,8 +93,12 @@ class ContrastiveVAE(VAE):
     @classmethod
     def for_images(cls, shape: tuple, latent_dim: int = 10, z_dim: int = 16, s_dim: int = 8, likelihood: str = "bernoulli",
                    hidden: int = 256):
-        "`VAE.for_images`: z and s sized by --z-dim and --s-dim (--latent-dim is not read)."
-        return cls(image_size=shape[1], channels=shape[0], z_dim=z_dim, s_dim=s_dim, likelihood=likelihood, hidden=hidden)
+        """`VAE.for_images`: z and s sized by --z-dim and --s-dim (--latent-dim is not read); at the paper's 28×28 the
+        paper's networks (Appendix A.3, as the reproduction trains them; `hidden` is not read), at other sizes the
+        package's (`hidden` wide)."""
+        nets = "paper" if shape[1] == GRASSY_SIZE else "package"
+        return cls(image_size=shape[1], channels=shape[0], z_dim=z_dim, s_dim=s_dim, likelihood=likelihood, hidden=hidden,
+                   nets=nets)
 
     def encode_parts(self, x) -> dict:
         "mu_z, logvar_z, mu_s, logvar_s of q(z|x) q(s|x)."
