@@ -83,10 +83,17 @@ def isa_rows(a) -> None:
 
 
 def paper_rows(name: str) -> dict:
-    "{row slug: its first job} of reproduction `name` at the `cpu` scale, on the CPU."
+    """{row slug: its first job} of reproduction `name` at the `cpu` scale, on the CPU; before its learning curves chose
+    the `cpu` length, the `cpu` scale's rows at the `quick` settings (what the curves train)."""
+    from disentbook.core import InputError
+    from disentbook.repro.declare import PAPERS
     from disentbook.repro.plan import paper_jobs
     first = {}
-    for j in paper_jobs(name, "cpu", device="cpu")[1]: first.setdefault(j["spec"]["slug"], j)
+    try: jobs = paper_jobs(name, "cpu", device="cpu")[1]
+    except InputError:
+        rows = set(PAPERS[name].scales["cpu"]["only"]["rows"])
+        jobs = [j for j in paper_jobs(name, "quick", device="cpu")[1] if j["spec"]["slug"] in rows]
+    for j in jobs: first.setdefault(j["spec"]["slug"], j)
     return first
 
 

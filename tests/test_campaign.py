@@ -118,3 +118,33 @@ def test_unpack_leaves_landed_stages_alone(capsys, tmp_path, monkeypatch):
     G.write_archive(G.archive_path(res, "contact"), {"contact/stage.json": json.dumps(dict(rec, finished="2026-11-25 10:00:00 UTC")).encode(),
                                                       "contact/first_contact.json": b"run again"})
     assert G.unpack(a) == 0 and dest.read_text() == "run again"
+
+
+def test_curve_seeds_in_processes_write_every_row_and_choose_as_one_at_a_time(tmp_path):
+    """`workers=2`: the curve seeds train in two child processes at once, each on its share of the cores, and the record
+    gets every row (its writes serialised by a lock), the same rows and choice as seeds trained one after another; a
+    budget that runs out in the children says False; the further seeds train the same way."""
+    import os
+    from campaign_toys import FileToy
+    from disentbook.campaign.curves import read_curve, train_curves, train_seeds
+    from disentbook.campaign.ledger import Clock
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(); two.mkdir()
+    assert not train_curves(two, FileToy(), Clock(1.0), say=lambda s: None, workers=2)     # no budget: nothing measured
+    assert read_curve(two, FileToy())["seeds"] == {}
+    assert train_curves(one, FileToy(), Clock(3600), say=lambda s: None, workers=1)
+    said = []
+    assert train_curves(two, FileToy(), Clock(3600), say=said.append, workers=2)
+    a, b = read_curve(one, FileToy()), read_curve(two, FileToy())
+    assert a["choice"] == b["choice"] and a["choice"]["steps"] == 4000
+    for s in ("0", "1", "2"):
+        assert [(r["steps"], r["score"]) for r in a["seeds"][s]] == [(r["steps"], r["score"]) for r in b["seeds"][s]]
+        assert [r["steps"] for r in b["seeds"][s]] == [1000, 2000, 3000, 4000, 6000, 8000]
+    kids = {r["pid"] for rows in b["seeds"].values() for r in rows}
+    assert os.getpid() not in kids and len(kids) == 6                  # one child per seed and horizon (4,000, then 8,000)
+    cores = os.cpu_count() or 1
+    assert all(r["threads"] == r["subject_threads"] == max(1, cores // 2) for rows in b["seeds"].values() for r in rows)
+    assert all(r["subject_threads"] is None for rows in a["seeds"].values() for r in rows)
+    assert said.count("filetoy: seeds 0, 1, 2 in 2 processes at once") == 2 and said[-1].startswith("filetoy: length 4,000")
+    assert train_seeds(two, FileToy(), Clock(3600), say=lambda s: None, workers=2)         # one seed: in this process
+    assert [r["steps"] for r in read_curve(two, FileToy())["seeds"]["3"]] == [1000, 2000, 3000, 4000]

@@ -169,3 +169,22 @@ def test_the_ensemble_rng_benchmark_runs_on_a_cpu(tmp_path, capsys):
     assert "exact / fast" in capsys.readouterr().out
     t = json.loads((tmp_path / "rng.json").read_text())
     assert t["tiny"] and {r["rng"] for r in t["rows"]} == {"exact", "fast"} and all(r["images_per_s"] > 0 for r in t["rows"])
+
+
+def test_a_cpu_plan_from_rates_of_single_threaded_runs_shares_them_among_the_cores(monkeypatch):
+    """Curves trained in processes (one single-threaded run per core) record `threads: 1` per row: the plan's total is the
+    sum over the cores, as the rates were measured, and a plan of one run at a time says it may take longer."""
+    import copy
+    from disentbook.repro.declare import curve_lengths
+    got = copy.deepcopy(curve_lengths("dipvae"))
+    base = P.cpu_plan("dipvae", runner="processes")
+    for r in got["rows"].values(): r["threads"] = 1
+    got["machine"] = dict(got["machine"], cores=2)
+    monkeypatch.setattr(P, "curve_lengths", lambda name: got)
+    p = P.cpu_plan("dipvae", runner="processes")
+    assert p["apart"] and p["hours"] == pytest.approx(base["hours"] / 2)
+    text = P.cpu_plan_text(p)
+    assert "one single-threaded run per core, 2 at once" in text and "the total shares them among the cores" in text
+    assert "the hours above are of one run at a time" not in text
+    q = P.cpu_plan_text(P.cpu_plan("dipvae"))
+    assert "runner: one run at a time on every core; the rates were measured with one single-threaded run per core" in q

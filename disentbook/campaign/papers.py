@@ -63,6 +63,7 @@ class PaperRow(Subject):
         self.spec = next(s for s in table.specs(self.cfg, self.options) if s["slug"] == slug)
         self.dataset, self.table = table.dataset_name(self.options), table_name
         self.title = f"{paper_name}, {table_name}: {slug} ({self.key}{'' if self.sign > 0 else ', lower is better'})"
+    def __reduce__(self): return (PaperRow, (self.paper.name, self.slug))      # to a child process: by name
     def job(self, root, seed: int) -> dict:
         return dict(paper=self.paper.name, dataset=self.dataset, spec=self.spec, seed=int(seed), cfg=self.cfg, device="cpu",
                     options=self.options, out=str(self.run_dir(root, seed)), progress=False)
@@ -102,7 +103,7 @@ class PaperRow(Subject):
         if self.key not in row: raise CampaignError(f"{self.name}: the evaluation gave no finite {self.key!r}")
         from disentbook.core import cpu_name
         return dict(row, seconds_eval=round(time.monotonic() - t0, 1), precision=trainer.precision, machine=cpu_name(),
-                    train_seconds=round(float(trainer.elapsed() or float("nan")), 1))
+                    threads=torch.get_num_threads(), train_seconds=round(float(trainer.elapsed() or float("nan")), 1))
 
 # %% ../../nbs/89e_campaign_papers.ipynb #e301dc80
 def write_cpu_length(root, paper_name: str, path: Path | None = None) -> dict:
@@ -118,7 +119,7 @@ def write_cpu_length(root, paper_name: str, path: Path | None = None) -> dict:
         rows[slug] = dict(steps=c["choice"]["steps"], why=c["choice"]["why"],
                           seconds_per_step=round(float(np.mean([r["train_seconds"] / r["steps"] for r in last])), 5),
                           seconds_per_eval=round(float(np.mean([r["seconds_eval"] for rr in c["seeds"].values() for r in rr])), 1),
-                          precision=last[0].get("precision"))
+                          precision=last[0].get("precision"), threads=last[0].get("threads"))
     key, sign, _, _, _ = METRICS[paper_name]
     entry = dict(steps=max(r["steps"] for r in rows.values()), table=table, metric=key, higher_is_better=sign > 0,
                  rule=PaperRow(paper_name, slugs[0]).rule.as_dict(), seeds=list(CURVE_SEEDS), rows=rows,
@@ -131,9 +132,9 @@ def write_cpu_length(root, paper_name: str, path: Path | None = None) -> dict:
 
 def stage_curves(root, paper_name: str, clock: Clock, say=print, lengths_path: Path | None = None) -> str:
     "Every headline row's curves of a paper, then its `cpu` length: 'ok', or 'partial' when the budget ran out."
-    from disentbook.campaign.curves import train_curves
+    from disentbook.campaign.curves import default_workers, train_curves
     for slug in headline(paper_name)[1]:
-        if not train_curves(root, PaperRow(paper_name, slug), clock, say): return "partial"
+        if not train_curves(root, PaperRow(paper_name, slug), clock, say, default_workers()): return "partial"
     e = write_cpu_length(root, paper_name, lengths_path)
     say(f"{paper_name}: the cpu scale trains {e['steps']:,} steps (" + ", ".join(f"{s} {r['steps']:,}" for s, r in e["rows"].items()) + ")")
     return "ok"

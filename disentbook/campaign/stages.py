@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, datetime, signal, subprocess, sys, threading, time
 from pathlib import Path
 
-from .curves import horizon, read_curve, train_curves, train_seeds
+from .curves import default_workers, horizon, read_curve, train_curves, train_seeds
 from .ledger import LEDGER, WORK, CampaignError, Clock, machine, parse_budget, read_ledger, write_stage
 from . import papers, reproductions, transport, zoo
 
@@ -68,7 +68,8 @@ def _models_stage(root, clock: Clock, say) -> str:
 
 def _zoo_stage(root, name: str, clock: Clock, say) -> str:
     z = zoo.ZooRecipe(name)
-    if not train_curves(root, z, clock, say=say) or not train_seeds(root, z, clock, say=say): return "partial"
+    w = default_workers()
+    if not train_curves(root, z, clock, say, w) or not train_seeds(root, z, clock, say, w): return "partial"
     return "ok" if zoo.train_shipped_again(root, z, clock, say) else "partial"     # the shipped weights in this checkout
 
 def subjects(stage: str) -> list:

@@ -138,7 +138,7 @@ class ZooRecipe(Subject):
             t0 = active_time()                   # the chunk's own seconds: a stop (SIGSTOP) of the process is left out
             train_job(method=r.method, dataset="dsprites", params=r.params, steps=target,
                       batch_size=None if at else s["batch_size"], lr=None if at else s["lr"], latent_dim=s["latent_dim"],
-                      hidden=s["hidden"], out_dir=run, device="cpu", seed=int(seed), evaluate=False, threads=s["threads"],
+                      hidden=s["hidden"], out_dir=run, device="cpu", seed=int(seed), evaluate=False, threads=self.threads or s["threads"],
                       precision=None if at else (self.precision(root) or s["precision"]), ckpt_every=CHUNK, resume=at > 0, overwrite=at == 0,
                       channels_last=CHANNELS_LAST)
             dt = active_time() - t0
@@ -147,6 +147,7 @@ class ZooRecipe(Subject):
         return True
     def measure(self, root, seed: int, steps: int) -> dict:
         "The run at `steps` measured on both image sets, its loss terms, training seconds and precision; its weights kept."
+        import torch
         from disentbook.training.checkpoints import load_model, read_checkpoint_config
         from disentbook.core import cpu_name
         run = self.run_dir(root, seed)
@@ -158,7 +159,7 @@ class ZooRecipe(Subject):
         row = dict(steps=int(steps), **a, **{f"check/{k}": v for k, v in b.items() if not k.startswith("kl/")}, **losses(run, steps))
         row.update(seconds_eval=round(time.monotonic() - t0, 1),
                    train_seconds=round(float(cfg.get("train_seconds") or float("nan")), 1),
-                   precision=cfg.get("precision") or _started_in(run), machine=cpu_name())
+                   precision=cfg.get("precision") or _started_in(run), machine=cpu_name(), threads=torch.get_num_threads())
         keep = run / "kept" / f"step_{steps}"              # the weights at every measured length (packaging reads them)
         shutil.rmtree(keep, ignore_errors=True); shutil.copytree(run / "checkpoint", keep)
         return row

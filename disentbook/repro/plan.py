@@ -204,16 +204,21 @@ def cpu_plan(name: str, seed: int = 0, **options) -> dict:
         steps = int(j["cfg"]["train"]["steps"])
         runs.append(dict(row=j["spec"]["row"] or j["spec"]["label"], slug=j["spec"]["slug"], seed=j["seed"], steps=steps,
                          seconds_per_step=r["seconds_per_step"], seconds=steps * r["seconds_per_step"] + r["seconds_per_eval"]))
-    seconds = sum(r["seconds"] for r in runs)
     m = got.get("machine", {})
+    # rates of single-threaded runs measured one per core at once (the campaign's curves in processes): the runs share
+    # the cores as they did, so the hours are the sum over the cores
+    apart = bool(got["rows"]) and all(r.get("threads") == 1 for r in got["rows"].values())
+    cores = int(m.get("cores") or 1) if apart else 1
+    seconds = sum(r["seconds"] for r in runs) / cores
     ev, qev = scale_config(paper, "cpu").get("eval"), paper.scales.get("quick", {}).get("eval")
     eval_note = None if ev == json.loads(json.dumps(qev)) else (
         "this scale evaluates with other settings than quick's, which the curves' seconds per evaluation were measured "
         "with: the evaluation time above is the curves', not this scale's")
     return dict(paper=name, scale="cpu", runs=runs, seconds=seconds, minutes=seconds / 60, hours=seconds / 3600,
                 aim_hours=CPU_AIM_HOURS, skipped=skipped, budget_minutes=None, lengths=got, length=own, eval_note=eval_note,
-                runner=options.get("runner"),
-                device=f"{m.get('cpu', 'a CPU')}, {m.get('threads', '?')} threads")
+                runner=options.get("runner"), apart=apart,
+                device=(f"{m.get('cpu', 'a CPU')}, one single-threaded run per core, {cores} at once" if apart else
+                        f"{m.get('cpu', 'a CPU')}, {m.get('threads', '?')} threads"))
 
 def cpu_plan_text(p: dict) -> str:
     "A cpu plan as text: one line per row (seeds, steps, measured rate, hours), then the total against the aim."
@@ -225,6 +230,8 @@ def cpu_plan_text(p: dict) -> str:
         rs = [r for r in p["runs"] if r["slug"] == slug]
         L.append(f"{rs[0]['row'][:34]:<34} {len(rs):>5} {rs[0]['steps']:>8,} {rs[0]['seconds_per_step']:>8.4f} "
                  f"{sum(r['seconds'] for r in rs) / 3600:>6.2f}")
+    if p.get("apart"):
+        L.append("(each row's hours are of one run at a time; the total shares them among the cores, as the rates were measured)")
     why = "; ".join(f"{s} {r['steps']:,}: {r['why']}" for s, r in p["lengths"]["rows"].items())
     seeds = sorted({r["seed"] for r in p["runs"]})
     L += ["", f"seeds: {', '.join(map(str, seeds))}",
@@ -232,7 +239,11 @@ def cpu_plan_text(p: dict) -> str:
           f"length: {p['lengths']['steps']:,} steps, the longest any headline row's curve chose ({why})",
           f"total: {p['hours']:.2f} hours (training and evaluation); aim: {p['aim_hours']:g} hours on 2 cores: "
           + ("within it" if p["hours"] <= p["aim_hours"] else "OVER")] + ([f"evaluation: {p['eval_note']}"] if p.get("eval_note") else [])
-    if p.get("runner") == "processes":
+    if p.get("apart") and p.get("runner") != "processes":
+        L.append("runner: one run at a time on every core; the rates were measured with one single-threaded run per core "
+                 "at once, which gives the machine 1.1-1.7x the steps per second (benchmarks/README.md): expect up to that "
+                 "much more than the total (-o runner=processes trains as the rates were measured)")
+    elif p.get("runner") == "processes" and not p.get("apart"):
         L.append("runner: processes, one single-threaded run per core at once; the hours above are of one run at a time on "
                  "every core (the rates measured), the runs in processes take less (on two cores 1.1-1.7x the steps per "
                  "second; benchmarks/README.md)")

@@ -1,0 +1,26 @@
+"""A stand-in curve subject importable by name, for the tests that train seeds in child processes (not a test file)."""
+import os
+from pathlib import Path
+
+from disentbook.campaign.curves import Subject
+from disentbook.campaign.lengths import LengthRule
+
+
+class FileToy(Subject):
+    "Its run is a step counter in a file; its metric rises to a plateau at 4,000 steps; each row says where it was measured."
+    name, key = "filetoy", "score"
+    grid, rule = (1000, 2000, 3000, 4000, 6000, 8000), LengthRule(min_stop=4000)
+    curve_seeds, more_seeds = (0, 1, 2), (3,)
+    def identity(self): return dict(name=self.name, rule=self.rule.as_dict())
+    def curve_file(self, root): return Path(root) / "filetoy.json"
+    def run_dir(self, root, seed): return Path(root) / f"run{seed}"
+    def _f(self, root, seed): return Path(root) / f"run{seed}.txt"
+    def step_of(self, root, seed): return int(self._f(root, seed).read_text()) if self._f(root, seed).is_file() else 0
+    def restart(self, root, seed): self._f(root, seed).unlink()
+    def train_to(self, root, seed, steps, clock, say):
+        if not clock.fits(): return False
+        self._f(root, seed).write_text(str(steps)); return True
+    def measure(self, root, seed, steps):
+        import torch
+        return dict(score=0.2 * min(steps, 4000) / 4000 + 0.001 * seed, pid=os.getpid(), threads=torch.get_num_threads(),
+                    subject_threads=self.threads)
