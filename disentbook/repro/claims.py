@@ -336,24 +336,24 @@ def gates_text(claim: Claim, paper_gates, values: dict, rows) -> str:
 
 def per_seed_lines(claim: Claim, values: dict, paper_gates=(), seeds=None) -> list[str]:
     """One line per row the claim reads: its seeds' values of each metric the claim reads, then, for a row the claim
-    asks less of (`row_gates`), each paper gate it does not ask, seed by seed ('' unless `claim.per_seed`)."""
+    asks less of (`row_gates`), each paper gate that applies to it and it is not asked, seed by seed (none unless
+    `claim.per_seed`)."""
     if not claim.per_seed: return []
     paper_gates, cells, L = tuple(paper_gates or ()), claim_cells(claim), []
+    names = None if seeds is None else list(seeds)
+    def lab(i): return f"seed {names[i]}" if names is not None and i < len(names) else f"seed #{i}"
     for row in dict.fromkeys(r for r, _ in cells):
         m = values.get(row)
         if not m: continue
-        names = list(seeds) if seeds is not None else None
-        def lab(i): return f"seed {names[i]}" if names is not None and i < len(names) else f"seed #{i}"
         parts = [f"{k} " + ", ".join(f"{lab(i)} {v:.4g}" for i, v in enumerate(m[k])) for r, k in cells if r == row and k in m]
         asked = claim.gates_for(row, paper_gates)
-        for g in (g for g in paper_gates if g not in asked and g.metric in m):
+        for g in (g for g in paper_gates if g not in asked and g.check(row, m) is not None):
             x = np.asarray(m[g.metric], float)
-            ref = np.asarray(m[g.ref], float) if isinstance(g.ref, str) and g.ref in m else \
-                  (None if isinstance(g.ref, str) else np.full_like(x, float(g.ref)))
-            if ref is None or len(ref) != len(x): continue
+            ref = np.asarray(m[g.ref], float) if isinstance(g.ref, str) else np.full_like(x, float(g.ref))
             ok = (x - ref > g.margin) if g.op == ">" else (ref - x > g.margin)
+            by = f" {'+' if g.op == '>' else '−'} {g.margin:g}" if g.margin else ""
             parts.append(f"not asked here, {g.text}: " + ", ".join(
-                f"{lab(i)} {'yes' if o else 'no'} ({a:.4g} {g.op if o else ('≤' if g.op == '>' else '≥')} {b:.4g})"
+                f"{lab(i)} {'yes' if o else 'no'} ({a:.4g} {'' if o else 'not '}{g.op} {b:.4g}{by})"
                 for i, (o, a, b) in enumerate(zip(ok, x, ref))))
         L.append(f"{row}: " + "; ".join(parts))
     return L
