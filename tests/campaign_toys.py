@@ -24,3 +24,21 @@ class FileToy(Subject):
         import torch
         return dict(score=0.2 * min(steps, 4000) / 4000 + 0.001 * seed, pid=os.getpid(), threads=torch.get_num_threads(),
                     subject_threads=self.threads)
+
+
+class SlowToy(FileToy):
+    "Each training call says it began (its process id in a file) and then takes a minute."
+    name = "slowtoy"
+    def curve_file(self, root): return Path(root) / "slowtoy.json"
+    def train_to(self, root, seed, steps, clock, say):
+        (Path(root) / f"pid{seed}").write_text(str(os.getpid()))
+        import time
+        time.sleep(60)
+        return super().train_to(root, seed, steps, clock, say)
+
+
+def run_slow(root):
+    "What a killed campaign was doing: two SlowToy seeds in child processes."
+    from disentbook.campaign.curves import along_seeds
+    from disentbook.campaign.ledger import Clock
+    along_seeds(root, SlowToy(), (0, 1), [1000], Clock(3600), workers=2)

@@ -148,3 +148,29 @@ def test_curve_seeds_in_processes_write_every_row_and_choose_as_one_at_a_time(tm
     assert said.count("filetoy: seeds 0, 1, 2 in 2 processes at once") == 2 and said[-1].startswith("filetoy: length 4,000")
     assert train_seeds(two, FileToy(), Clock(3600), say=lambda s: None, workers=2)         # one seed: in this process
     assert [r["steps"] for r in read_curve(two, FileToy())["seeds"]["3"]] == [1000, 2000, 3000, 4000]
+
+
+def test_a_campaign_killed_with_sigkill_leaves_no_seed_training_behind(tmp_path):
+    """The seeds' child processes end within seconds of their campaign's SIGKILL (they watch their parent), so no
+    orphan goes on writing a run that the next call trains again."""
+    import os, signal, subprocess, sys, time
+    tests = Path(__file__).resolve().parent
+    code = f"import sys; sys.path.insert(0, {str(tests)!r})\nfrom campaign_toys import run_slow\nif __name__ == '__main__': run_slow({str(tmp_path)!r})\n"
+    (tmp_path / "main.py").write_text(code)
+    p = subprocess.Popen([sys.executable, str(tmp_path / "main.py")], cwd=tmp_path)
+    try:
+        t0 = time.monotonic()
+        while not all((tmp_path / f"pid{s}").is_file() for s in (0, 1)):
+            assert time.monotonic() - t0 < 60 and p.poll() is None, "the children did not start"
+            time.sleep(0.2)
+        kids = [int((tmp_path / f"pid{s}").read_text()) for s in (0, 1)]
+        os.kill(p.pid, signal.SIGKILL); p.wait()
+        def alive(pid):
+            try: os.kill(pid, 0)
+            except ProcessLookupError: return False
+            return True
+        t0 = time.monotonic()
+        while any(alive(k) for k in kids) and time.monotonic() - t0 < 10: time.sleep(0.2)
+        assert not any(alive(k) for k in kids), "a child went on after its campaign was killed"
+    finally:
+        if p.poll() is None: p.kill()

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/89c_campaign_curves.ipynb #45bf667b
 from __future__ import annotations
-import contextlib, copy, json, math, os
+import contextlib, copy, json, math, os, time
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +15,8 @@ from .lengths import choose_length, complete_lengths, curve_done
 from .ledger import WORK, CampaignError, Clock, write_json_atomic
 
 # %% auto #0
-__all__ = ['Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along', 'default_workers', 'along_seeds',
-           'train_curves', 'train_seeds', 'curve_figure', 'write_curve_figure']
+__all__ = ['Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along', 'default_workers',
+           'exit_with_parent', 'along_seeds', 'train_curves', 'train_seeds', 'curve_figure', 'write_curve_figure']
 
 # %% ../../nbs/89c_campaign_curves.ipynb #94f60aa9
 class Subject:
@@ -112,8 +112,21 @@ def _along(item) -> bool:
     "`measure_along` in a child process of `along_seeds`: the subject's runs on the child's torch threads."
     import torch
     root, subj, seed, lengths, clock = item
-    subj.threads = torch.get_num_threads()
-    return measure_along(root, subj, seed, lengths, clock, print)
+    exit_with_parent()
+    subj.threads, clock.say = torch.get_num_threads(), _say
+    return measure_along(root, subj, seed, lengths, clock, _say)
+
+def exit_with_parent(poll: float = 2.0):
+    """End this process within `poll` seconds of the process that started it (a campaign killed with SIGKILL leaves no
+    seed training on behind it, to meet the next call's run of the same seed; the seed loses at most its chunk)."""
+    import threading
+    ppid = os.getppid()
+    def watch():
+        while os.getppid() == ppid: time.sleep(poll)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
+
+def _say(text: str): print(text, flush=True)          # a child's lines reach a log file as they are said
 
 def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, workers: int = 1) -> bool:
     """`measure_along` for every seed of `seeds` whose rows lack a length of `lengths`: one after another, or (`workers`
@@ -124,7 +137,7 @@ def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, wo
     if int(workers) <= 1 or len(todo) <= 1: return all(measure_along(root, subj, s, lengths, clock, say) for s in todo)
     from disentbook.repro.runs import map_in_processes
     w = min(int(workers), len(todo))
-    child = copy.copy(clock); child.say = print
+    child = copy.copy(clock); child.say = print                   # picklable (the child says through `_say`)
     say(f"{subj.name}: seeds {', '.join(map(str, todo))} in {w} processes at once")
     return all(map_in_processes(_along, [(root, subj, s, list(lengths), child) for s in todo], workers=w,
                                 threads=max(1, (os.cpu_count() or 1) // w)))
