@@ -241,8 +241,8 @@ def cpu_plan_text(p: dict) -> str:
           + ("within it" if p["hours"] <= p["aim_hours"] else "OVER")] + ([f"evaluation: {p['eval_note']}"] if p.get("eval_note") else [])
     if p.get("apart") and p.get("runner") != "processes":
         L.append("runner: one run at a time on every core; the rates were measured with one single-threaded run per core "
-                 "at once, which gives the machine 1.1-1.7x the steps per second (benchmarks/README.md): expect up to that "
-                 "much more than the total (-o runner=processes trains as the rates were measured)")
+                 "at once, which gives the machine 1.1-1.7x the steps per second (benchmarks/README.md): expect 1.1-1.7 "
+                 "times the total (-o runner=processes trains as the rates were measured)")
     elif p.get("runner") == "processes" and not p.get("apart"):
         L.append("runner: processes, one single-threaded run per core at once; the hours above are of one run at a time on "
                  "every core (the rates measured), the runs in processes take less (on two cores 1.1-1.7x the steps per "
