@@ -15,8 +15,9 @@ from .lengths import choose_length, complete_lengths, curve_done
 from .ledger import WORK, CampaignError, Clock, write_json_atomic
 
 # %% auto #0
-__all__ = ['Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along', 'default_workers',
-           'exit_with_parent', 'along_seeds', 'train_curves', 'train_seeds', 'curve_figure', 'write_curve_figure']
+__all__ = ['LIVE', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along', 'default_workers',
+           'live_seeds', 'share_cores', 'exit_with_parent', 'along_seeds', 'train_curves', 'train_seeds',
+           'curve_figure', 'write_curve_figure']
 
 # %% ../../nbs/89c_campaign_curves.ipynb #94f60aa9
 class Subject:
@@ -113,8 +114,35 @@ def _along(item) -> bool:
     import torch
     root, subj, seed, lengths, clock = item
     exit_with_parent()
+    me = Path(root) / LIVE / str(os.getpid())
+    me.parent.mkdir(parents=True, exist_ok=True); me.touch()
     subj.threads, clock.say = torch.get_num_threads(), _say
-    return measure_along(root, subj, seed, lengths, clock, _say)
+    pause = clock.wait_while_paused
+    def at_chunk():                                  # every subject looks here before each chunk
+        pause(); share_cores(root, subj)
+    clock.wait_while_paused = at_chunk
+    try: return measure_along(root, subj, seed, lengths, clock, _say)
+    finally: me.unlink(missing_ok=True)
+
+LIVE = WORK / ".curves.live"        # one empty file per seed process at work, named by its process id
+
+def live_seeds(root) -> int:
+    "How many seed processes are at work now (their files in `LIVE` whose process is alive; a stale file is removed)."
+    n = 0
+    for f in (Path(root) / LIVE).glob("*"):
+        try: os.kill(int(f.name), 0); n += 1
+        except (ValueError, ProcessLookupError): f.unlink(missing_ok=True)
+        except PermissionError: n += 1
+    return max(1, n)
+
+def share_cores(root, subj: Subject) -> int:
+    """Give this seed process its share of the cores (all of them divided among the seed processes at work), before a
+    chunk: the last seed of three on two cores trains on both once the others are done, not on one."""
+    import torch
+    n = max(1, (os.cpu_count() or 1) // live_seeds(root))
+    if n != torch.get_num_threads(): torch.set_num_threads(n)
+    subj.threads = n
+    return n
 
 def exit_with_parent(poll: float = 2.0):
     """End this process within `poll` seconds of the process that started it (a campaign killed with SIGKILL leaves no
