@@ -247,7 +247,8 @@ def report_markdown(ctx, md_tables, rows, claims, figs, seconds, train_seconds, 
                        + "; ".join(diff) + ". Misses against the paper's numbers may come from any of them; this report does "
                        "not measure which.", ""]
     if gates and ctx.scale != "smoke":
-        L += ["## Did each model learn?", ""]
+        L += ["## Did each model learn?", "", "Under the paper's gates; a claim that declares gates of its own (printed "
+              "under it) reads those instead.", ""]
         for t, g in gates.items():
             for row, r in g.items():
                 if r["checked"]: L.append(f"- {t}, {row}: {'learned' if r['learned'] else 'LEARNING NOT SHOWN'} — {r['checked']}")
