@@ -177,25 +177,19 @@ def test_a_campaign_killed_with_sigkill_leaves_no_seed_training_behind(tmp_path)
 
 
 def test_a_seed_process_takes_its_share_of_the_cores_before_each_chunk(tmp_path):
-    """The cores divided among the seed processes at work (their files in `LIVE` whose process lives): two share them,
-    the last one alone takes them all; a file of a process that is gone does not count and is removed."""
-    import os, subprocess, sys
+    """The cores divided among the seeds of the running call not done yet (their files in `LIVE`, which each seed's
+    child removes when it ends), at most `workers` of them: two share them, the last one alone takes them all, and a
+    seed that has not started yet counts from the start (no child takes every core before its sibling is up)."""
+    import os
     from campaign_toys import FileToy
     from disentbook.campaign.curves import LIVE, live_seeds, share_cores
     torch_threads = torch.get_num_threads()
     live = tmp_path / LIVE
     live.mkdir(parents=True)
-    (live / str(os.getpid())).touch()
-    gone = subprocess.Popen([sys.executable, "-c", "pass"]); gone.wait()
-    (live / str(gone.pid)).touch()
+    for s in (0, 1, 2): (live / f"seed{s}").touch()
     cores, t = os.cpu_count() or 1, FileToy()
     try:
-        assert live_seeds(tmp_path) == 1 and not (live / str(gone.pid)).exists()
-        assert share_cores(tmp_path, t) == cores == torch.get_num_threads() == t.threads
-        other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-        try:
-            (live / str(other.pid)).touch()
-            assert live_seeds(tmp_path) == 2 and share_cores(tmp_path, t) == max(1, cores // 2) == t.threads
-        finally: other.kill(); other.wait()
-        assert share_cores(tmp_path, t) == cores
+        assert live_seeds(tmp_path, 2) == 2 and share_cores(tmp_path, t, 2) == max(1, cores // 2) == t.threads
+        (live / "seed0").unlink(); (live / "seed1").unlink()
+        assert live_seeds(tmp_path, 2) == 1 and share_cores(tmp_path, t, 2) == cores == torch.get_num_threads() == t.threads
     finally: torch.set_num_threads(torch_threads)

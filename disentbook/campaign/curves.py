@@ -4,7 +4,7 @@
 
 # %% ../../nbs/89c_campaign_curves.ipynb #45bf667b
 from __future__ import annotations
-import contextlib, copy, json, math, os, time
+import contextlib, copy, json, math, os, shutil, time
 from pathlib import Path
 
 import numpy as np
@@ -112,34 +112,27 @@ def default_workers() -> int:
 def _along(item) -> bool:
     "`measure_along` in a child process of `along_seeds`: the subject's runs on the child's torch threads."
     import torch
-    root, subj, seed, lengths, clock = item
+    root, subj, seed, lengths, clock, workers = item
     exit_with_parent()
-    me = Path(root) / LIVE / str(os.getpid())
-    me.parent.mkdir(parents=True, exist_ok=True); me.touch()
     subj.threads, clock.say = torch.get_num_threads(), _say
     pause = clock.wait_while_paused
     def at_chunk():                                  # every subject looks here before each chunk
-        pause(); share_cores(root, subj)
+        pause(); share_cores(root, subj, workers)
     clock.wait_while_paused = at_chunk
     try: return measure_along(root, subj, seed, lengths, clock, _say)
-    finally: me.unlink(missing_ok=True)
+    finally: (Path(root) / LIVE / f"seed{int(seed)}").unlink(missing_ok=True)
 
-LIVE = WORK / ".curves.live"        # one empty file per seed process at work, named by its process id
+LIVE = WORK / ".curves.live"        # one empty file per seed of the running `along_seeds` call not done yet
 
-def live_seeds(root) -> int:
-    "How many seed processes are at work now (their files in `LIVE` whose process is alive; a stale file is removed)."
-    n = 0
-    for f in (Path(root) / LIVE).glob("*"):
-        try: os.kill(int(f.name), 0); n += 1
-        except (ValueError, ProcessLookupError): f.unlink(missing_ok=True)
-        except PermissionError: n += 1
-    return max(1, n)
+def live_seeds(root, workers: int) -> int:
+    "How many seed processes train now: the seeds of the running call not done yet (their files in `LIVE`), at most `workers`."
+    return max(1, min(int(workers), len(list((Path(root) / LIVE).glob("seed*")))))
 
-def share_cores(root, subj: Subject) -> int:
-    """Give this seed process its share of the cores (all of them divided among the seed processes at work), before a
+def share_cores(root, subj: Subject, workers: int) -> int:
+    """Give this seed process its share of the cores (all of them divided among the seed processes training), before a
     chunk: the last seed of three on two cores trains on both once the others are done, not on one."""
     import torch
-    n = max(1, (os.cpu_count() or 1) // live_seeds(root))
+    n = max(1, (os.cpu_count() or 1) // live_seeds(root, workers))
     if n != torch.get_num_threads(): torch.set_num_threads(n)
     subj.threads = n
     return n
@@ -166,9 +159,13 @@ def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, wo
     from disentbook.repro.runs import map_in_processes
     w = min(int(workers), len(todo))
     child = copy.copy(clock); child.say = print                   # picklable (the child says through `_say`)
+    live = Path(root) / LIVE                                        # the seeds not done yet: each child removes its own
+    shutil.rmtree(live, ignore_errors=True); live.mkdir(parents=True)
+    for s in todo: (live / f"seed{int(s)}").touch()
     say(f"{subj.name}: seeds {', '.join(map(str, todo))} in {w} processes at once")
-    return all(map_in_processes(_along, [(root, subj, s, list(lengths), child) for s in todo], workers=w,
-                                threads=max(1, (os.cpu_count() or 1) // w)))
+    try: return all(map_in_processes(_along, [(root, subj, s, list(lengths), child, w) for s in todo], workers=w,
+                                     threads=max(1, (os.cpu_count() or 1) // w)))
+    finally: shutil.rmtree(live, ignore_errors=True)
 
 def train_curves(root, subj: Subject, clock: Clock, say=print, workers: int = 1) -> bool:
     """The subject's curves over its curve seeds, each to the current `horizon` and measured at every grid length on the
