@@ -315,8 +315,7 @@ def claim_learned(claim: Claim, paper_gates, values: dict, alpha: float = ALPHA)
     for row, m in values.items():
         gates = claim.gates_for(row, paper_gates)
         out[row] = learned_rows(gates, {row: m}, alpha)[row]
-        missing = [g for g in gates if g not in paper_gates and (g.rows is None or row in g.rows)
-                   and not any(row.startswith(s) for s in g.skip) and g.check(row, m, alpha) is None]
+        missing = [g for g in gates if g not in paper_gates and g.applies(row) and g.seeds(row, m) is None]
         if missing:
             why = "; ".join(f"{g.text}: not checked (no {g.metric if g.metric not in m else g.ref} for this row)" for g in missing)
             out[row] = dict(learned=False, why="; ".join(w for w in (out[row]["why"], why) if w),
@@ -329,8 +328,7 @@ def gates_text(claim: Claim, paper_gates, values: dict, rows) -> str:
     if not claim.own_gates: return ""
     paper_gates, groups = tuple(paper_gates or ()), {}
     for r in rows:
-        asked = [g.text for g in claim.gates_for(r, paper_gates)
-                 if g not in paper_gates or g.check(r, values.get(r, {})) is not None]
+        asked = [g.text for g in claim.gates_for(r, paper_gates) if g not in paper_gates or g.seeds(r, values.get(r, {})) is not None]
         groups.setdefault(tuple(asked), []).append(r)
     return "; ".join(f"{', '.join(rs)}: {', '.join(ts) if ts else 'none'}" for ts, rs in groups.items())
 
@@ -347,10 +345,9 @@ def per_seed_lines(claim: Claim, values: dict, paper_gates=(), seeds=None) -> li
         if not m: continue
         parts = [f"{k} " + ", ".join(f"{lab(i)} {v:.4g}" for i, v in enumerate(m[k])) for r, k in cells if r == row and k in m]
         asked = claim.gates_for(row, paper_gates)
-        for g in (g for g in paper_gates if g not in asked and g.check(row, m) is not None):
-            x = np.asarray(m[g.metric], float)
-            ref = np.asarray(m[g.ref], float) if isinstance(g.ref, str) else np.full_like(x, float(g.ref))
-            ok = (x - ref > g.margin) if g.op == ">" else (ref - x > g.margin)
+        for g in (g for g in paper_gates if g not in asked and g.seeds(row, m) is not None):
+            x, ref, d = g.seeds(row, m)
+            ok = d > 0
             by = f" {'+' if g.op == '>' else '−'} {g.margin:g}" if g.margin else ""
             parts.append(f"not asked here, {g.text}: " + ", ".join(
                 f"{lab(i)} {'yes' if o else 'no'} ({a:.4g} {'' if o else 'not '}{g.op} {b:.4g}{by})"

@@ -229,11 +229,10 @@ def _claims(ctx) -> list[dict]:
         else:
             j = judge_claim(c, ctx.values(t.name), ctx.scale, paper, _learned(ctx, t, c), {m.key: m.floor() for m in t.metrics},
                             seeds=ctx.seeds, logs={m.key for m in t.metrics if m.log}, bounds={m.key: m.bounds for m in t.metrics})
-            rows = [r for r in dict.fromkeys(r for r, _ in claim_cells(c)) if r in ctx.values(t.name)]
-            refs = ctx.references.get(t.name, {}) if ctx.scale != "smoke" else {}
-            if c.own_gates: j["gates"] = gates_text(c, ctx.paper.learned, with_references(ctx.values(t.name), refs), rows)
-            if c.per_seed:
-                j["per_seed"] = per_seed_lines(c, with_references(ctx.values(t.name), refs), ctx.paper.learned, ctx.seeds)
+            values = with_references(ctx.values(t.name), ctx.references.get(t.name, {}) if ctx.scale != "smoke" else {})
+            rows = [r for r in dict.fromkeys(r for r, _ in claim_cells(c)) if r in values]
+            if c.own_gates: j["gates"] = gates_text(c, ctx.paper.learned, values, rows)
+            if c.per_seed: j["per_seed"] = per_seed_lines(c, values, ctx.paper.learned, ctx.seeds)
         if paper and not c.ours:                                        # the same judge on the paper's own table
             known = paper_seeds(paper, 5)                               # the cells whose spread the paper prints
             j["on_paper"] = (judge_claim(c, known, "paper", paper, power=False, bounds={m.key: m.bounds for m in t.metrics})["verdict"]

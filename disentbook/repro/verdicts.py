@@ -249,16 +249,25 @@ class Gate:
     def __post_init__(self):
         if self.op not in (">", "<"): raise InputError(f"Gate op: expected '>' or '<', got {self.op!r}")
 
-    def check(self, row: str, metrics: dict, alpha: float = ALPHA) -> dict | None:
-        "dict(learned, numbers) for `row` with seed values `metrics` = {metric: [values]}; None where the gate does not apply."
-        if self.rows is not None and row not in self.rows: return None
-        if any(row.startswith(s) for s in self.skip): return None
+    def applies(self, row: str) -> bool:
+        "Whether the gate is declared for `row` (`rows`, `skip`)."
+        return (self.rows is None or row in self.rows) and not any(row.startswith(s) for s in self.skip)
+
+    def seeds(self, row: str, metrics: dict) -> tuple | None:
+        """(values, references, margins) per seed of `row` (a margin > 0: that seed passes); None where the gate does not
+        apply or its metrics are missing, of unequal length or not finite."""
+        if not self.applies(row): return None
         if self.metric not in metrics or (isinstance(self.ref, str) and self.ref not in metrics): return None
         x = np.asarray(metrics[self.metric], float)
         ref = np.asarray(metrics[self.ref], float) if isinstance(self.ref, str) else np.full_like(x, float(self.ref))
         if len(ref) != len(x) or not len(x): return None
         d = ((x - ref) if self.op == ">" else (ref - x)) - self.margin
-        if not np.all(np.isfinite(d)): return None
+        return None if not np.all(np.isfinite(d)) else (x, ref, d)
+
+    def check(self, row: str, metrics: dict, alpha: float = ALPHA) -> dict | None:
+        "dict(learned, numbers) for `row` with seed values `metrics` = {metric: [values]}; None where the gate does not apply."
+        if (got := self.seeds(row, metrics)) is None: return None
+        x, ref, d = got
         level = alpha if self.alpha is None else self.alpha
         if len(d) == 1: ok = bool(d[0] > 0); p = float("nan")
         else:
