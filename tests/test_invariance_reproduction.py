@@ -217,3 +217,33 @@ def test_the_declared_second_palette_is_an_option_and_labels_its_report(tmp_path
     assert main(["reproduce", "invariance", "--scale", "smoke", "--out", str(tmp_path / "bad"), "-o", "palette=pastel"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "palette" in err and "midpoint" in err
+
+
+def test_the_colour_shift_diagnosis_scores_every_background_and_reports_its_file(tmp_path, monkeypatch):
+    """benchmarks/diagnose_colour_shift.py: a run (3 steps here, a 2-level grid) is scored on every grid and named
+    background with the reproduction's evaluation classifier (accuracies within [0, 1], the channel means those of the
+    grid), resumes from its checkpoint, and `--report` prints every kept measurement of the committed file."""
+    import contextlib, importlib.util, io, json
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "diagnose_colour_shift.py"
+    spec = importlib.util.spec_from_file_location("diagnose_colour_shift", path)
+    M = importlib.util.module_from_spec(spec); spec.loader.exec_module(M)
+    committed = json.loads(M.OUT.read_text())["runs"]
+    monkeypatch.setattr(M, "FIGURE", tmp_path / "committed.png")            # the committed figure stays as it is
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out): M.main(["--report"])            # the committed measurements, nothing trained
+    text = out.getvalue()
+    for x in committed.values():
+        assert f"| {x['row']} | {x['seed']} | {x['steps']:,} | " + " | ".join(f"{v['acc']:.3f}" for v in x["named"].values()) + " |" in text
+    assert (tmp_path / "committed.png").stat().st_size > 0
+    monkeypatch.setattr(M, "OUT", tmp_path / "shift.json"); monkeypatch.setattr(M, "FIGURE", tmp_path / "shift.png")
+    monkeypatch.setattr(M, "WORK", tmp_path / "work"); monkeypatch.setattr(M, "LEVELS", (0.1, 0.9))
+    monkeypatch.setattr(M, "N_IMAGES", 40); monkeypatch.setattr(M, "MEASURE", [("inv_cnn", 1, (3, 5))])
+    with contextlib.redirect_stdout(io.StringIO()): M.main([])
+    done = json.loads((tmp_path / "shift.json").read_text())["runs"]
+    assert list(done) == ["inv_cnn/seed1/3", "inv_cnn/seed1/5"] and (tmp_path / "shift.png").stat().st_size > 0
+    x = done["inv_cnn/seed1/5"]
+    assert len(x["grid"]) == 8 and all(0 <= c[3] <= 1 for c in x["grid"]) and {"train red", "test yellow", "midpoint red+green"} <= set(x["named"])
+    assert x["by_level"]["R"][0] == pytest.approx(sum(c[3] for c in x["grid"] if c[0] == 0.1) / 4, abs=1e-3)
+    assert x["precision"] == "fp32" and all(0 <= v <= 1 for v in x["named"]["test cyan"]["per_digit_colour"].values())
+    assert sorted(p.name for p in (tmp_path / "work" / "inv_cnn" / "seed1").rglob("*.pt"))          # resumed from 3 to 5

@@ -286,7 +286,8 @@ def shift_sections(results: dict) -> list[str]:
     return ["## Where the test accuracy is lost: each unseen value of the shifted factor", "",
             "Accuracy of the same evaluation classifier on fresh images of the training distribution and on the test images "
             "of each unseen value (Colored-MNIST: each new background colour; mean ± sd over seeds). The paper does not give "
-            "its palette; this reproduction uses the spec's default (`data.colored_mnist.BACKGROUNDS_TRAIN` / `_TEST`).", ""] + L
+            "its palette; this reproduction uses the spec's default (`data.colored_mnist.BACKGROUNDS_TRAIN` / `_TEST`). "
+            "Which background colours a classifier keeps, over a grid of them: `benchmarks/diagnose_colour_shift.py`.", ""] + L
 
 def invariance_sections(ctx) -> list[str]: return shift_sections(ctx.results)
 
