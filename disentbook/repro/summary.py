@@ -69,9 +69,15 @@ def _sensitivity_lines(rows: list[dict], link_prefix: str) -> list[str]:
     for (scale, opts, rep), got in runs.items():
         base = lambda r: r["scales"].get(scale, {}).get("verdict")
         diff = [f"{r['claim']}: {short(s['verdict'])} (`{scale}`: {short(base(r))})" for r, s in got if s["verdict"] != base(r)]
-        L += ["", f"*Sensitivity (ours)*, `{scale}` with `{opts}` ([report]({link_prefix}{rep}/report.md)): " +
-              ("the same verdict as the `" + scale + "` column for every claim." if not diff else
-               "verdicts that differ from the `" + scale + "` column: " + "; ".join(diff) + ".")]
+        if all(base(r) is None for r, _ in got):          # nothing to compare with: its tally, and what it decided
+            tally = {}
+            for _, s in got: tally[short(s["verdict"])] = tally.get(short(s["verdict"]), 0) + 1
+            decided = [f"{r['claim']}: {short(s['verdict'])}" for r, s in got if s["verdict"] in ("holds", "fails", "inconclusive")]
+            text = (f"no `{scale}` report of the paper's own settings to compare with; its {len(got)} claims: "
+                    + ", ".join(f"{n} {v}" for v, n in tally.items()) + (f" ({'; '.join(decided)})" if decided else "") + ".")
+        else: text = ("the same verdict as the `" + scale + "` column for every claim." if not diff else
+                      "verdicts that differ from the `" + scale + "` column: " + "; ".join(diff) + ".")
+        L += ["", f"*Sensitivity (ours)*, `{scale}` with `{opts}` ([report]({link_prefix}{rep}/report.md)): " + text]
     return L
 
 def claims_markdown(rows: list[dict], link_prefix: str = "reports/", sources: bool = True) -> str:
