@@ -155,3 +155,35 @@ def test_a_gpu_stage_cut_at_a_calls_limit_travels_in_parts_and_goes_on_in_anothe
     p = next(parts.glob("campaign-state.tar.*")); p.write_bytes(p.read_bytes()[:-10])
     r = campaign(tmp_path / "other", "--unpack", str(parts), driver=GPU_DRIVER)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "do not add up" in r.stderr, r.stderr[-1500:]
+
+
+def test_the_long_dipvae_gpu_stage_is_a_declared_sensitivity_in_its_own_folder(tmp_path):
+    """`gpu-dipvae-long`: finding (1)'s rows x 5 seeds at 100,000 steps (`-o length=long`), more than one GPU job by the
+    throughput table yet within the gpu share at the scale's own length; its own report folder, listed with its option;
+    a report of the gpu scale's own settings there is refused; the option is the gpu scale's only."""
+    import pytest
+    from disentbook.campaign.ledger import CampaignError
+    from disentbook.campaign.reproductions import claim_folder, declared
+    from disentbook.core import InputError
+    from disentbook.repro.declare import PAPERS, scale_config
+    from disentbook.repro.dipvae import HEADLINE_ROWS, LONG_STEPS
+    from disentbook.repro.plan import check_budget, plan
+    from disentbook.repro.summary import sensitivity_of
+    r = declared("gpu-dipvae-long")
+    assert r.folder(tmp_path) == tmp_path / "reports" / "dipvae-gpu-long" and r.sensitive() == {"length": "long"}
+    assert declared("gpu-dipvae").folder(tmp_path).name == "dipvae-gpu" and declared("gpu-dipvae").sensitive() == {}
+    cfg = r.config()
+    assert cfg["train"]["steps"] == LONG_STEPS == 100_000 and cfg["only"] == dict(table="Table 1", rows=list(HEADLINE_ROWS))
+    assert cfg["seeds"] == 5 and cfg["length"]["planned"] == PAPERS["dipvae"].scales["gpu"]["train"]["steps"]
+    p = plan("dipvae", "gpu", length="long")
+    assert p["runs"] == 15 and p["minutes"] > 10                  # more than one job of at most ten minutes
+    check_budget(p)                                               # its rows and seeds fit the share at the planned length
+    assert sensitivity_of(dict(paper="dipvae", options=dict(length="long"))) == "length=long"
+    for scale in ("smoke", "quick", "cpu"):
+        with pytest.raises(InputError, match="a sensitivity of the gpu scale"): scale_config(PAPERS["dipvae"], scale, dict(length="long"))
+    with pytest.raises(InputError, match="length: expected one of curves, long"): scale_config(PAPERS["dipvae"], "gpu", dict(length="longer"))
+    out = r.folder(tmp_path); out.mkdir(parents=True)
+    shutil.copy(ROOT / "reports" / "dipvae-gpu" / "metrics.json", out / "metrics.json")      # the gpu scale's own report
+    with pytest.raises(CampaignError, match="holds another report"): claim_folder(r, out)
+    listed = campaign(tmp_path / "listed", "--list")
+    assert "reproduce dipvae --scale gpu -o length=long into reports/dipvae-gpu-long" in listed.stdout, listed.stderr[-800:]

@@ -31,9 +31,15 @@ class Reproduction:
     why: str = ""
     device: str = "cpu"
     runner: str | None = None       # `reproduce`'s runner (None: its default for the scale and device)
+    def sensitive(self) -> dict:
+        "The options of a sensitivity it trains: those its paper declares as changing what is measured, off their defaults."
+        from disentbook.repro.declare import PAPERS
+        p = PAPERS[self.paper]
+        return {k: self.options[k] for k in p.sensitivity if k in self.options and self.options[k] != p.options.get(k)}
     def folder(self, root) -> Path:
-        "reports/PAPER-SCALE: the report folder of the paper's own settings at this scale."
-        return Path(root) / "reports" / f"{self.paper}-{self.scale}"
+        """reports/PAPER-SCALE: the report folder of the paper's own settings at this scale; a sensitivity's adds its
+        options' values (reports/dipvae-gpu-long)."""
+        return Path(root) / "reports" / (f"{self.paper}-{self.scale}" + "".join(f"-{v}" for v in self.sensitive().values()))
     def config(self) -> dict:
         from disentbook.repro.declare import PAPERS, scale_config
         return scale_config(PAPERS[self.paper], self.scale, dict(self.options))
@@ -59,6 +65,11 @@ REPRODUCTIONS = {
 GPU_REPRODUCTIONS = {f"gpu-{p}": Reproduction(p, scale="gpu", device="cuda", options=dict(references="later", allow_eager=True),
                                                why="on a GPU, job after job; references measured on a CPU after")
                      for p in ("dipvae", "vae", "tcwae", "contrastive", "refvae", "invariance")}
+# finding (1)'s rows of dipvae (VAE, β-VAE β = 4, DIP-VAE-I) x 5 seeds at 100,000 steps, a declared sensitivity: about
+# 13 device minutes on the H200's throughput table, more than one job, so it goes on from its checkpoints job after job
+GPU_REPRODUCTIONS["gpu-dipvae-long"] = Reproduction("dipvae", scale="gpu", device="cuda", options=dict(
+    references="later", allow_eager=True, length="long"), why="finding (1)'s rows, five seeds, 100,000 steps, job after job "
+    "on a GPU; references measured on a CPU after")
 
 def all_reproductions() -> dict:
     "Every declared reproduction stage, the `cpu` ones then the `gpu` ones."

@@ -41,7 +41,7 @@ def stages() -> dict:
                 f"({'higher' if sign > 0 else 'lower'} is better) until the length rule holds; the cpu scale's length")
         out[f"curves-{p}-seeds"] = (what, (lambda q: lambda root, clock, say: papers.stage_curves(root, q, clock, say))(p))
     for name, r in reproductions.all_reproductions().items():
-        how = f" -o runner={r.runner}" if r.runner else ""
+        how = "".join(f" -o {k}={v}" for k, v in r.sensitive().items()) + (f" -o runner={r.runner}" if r.runner else "")
         what = f"disentbook reproduce {r.paper} --scale {r.scale}{how} into reports/{r.folder('.').name}: {r.why}"
         out[name] = (what, (lambda n: lambda root, clock, say: reproductions.stage_reproduce(root, n, clock, say))(name))
     out["zoo-models"] = ("the zoo recipes whose stage is done, shipped into the package (campaign.models.ship): the seed the "

@@ -299,7 +299,7 @@ def plan_text(p: dict) -> str:
                  + (f"({p['paper']}'s share of the five papers' {GPU_BUDGET_MINUTES:g} minutes on one GPU)"
                     if p["paper"] in GPU_SHARES else "(one GPU call)")
                  + (": within it" if p["minutes"] <= p["budget_minutes"] else
-                    ": OVER, because the length above asks for it (the learning curves' or the paper's): the budget gives, not the length"
+                    ": OVER, because the length above asks for it (the learning curves', the paper's or a declared sensitivity's): the budget gives, not the length"
                     if planned_minutes(p) <= p["budget_minutes"] else ": OVER"))
     for t, why in p["skipped"].items(): L.append(f"not run at this scale: {t}: {why}")
     return "\n".join(L)
