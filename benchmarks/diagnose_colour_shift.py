@@ -40,6 +40,9 @@ MEASURE = [("inv_cnn", 0, (10_000, 30_000)), ("inv_cnn", 1, (10_000,)), ("inv_cn
 def key(slug: str, seed: int, steps: int) -> str: return f"{slug}/seed{seed}/{steps}"
 
 
+def shown(path: Path) -> Path: return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def backgrounds() -> tuple[list[tuple], dict]:
     "(the grid's colours, {name: colour} of the training, test and midpoint backgrounds)."
     from disentbook.data.colored_mnist import BACKGROUNDS_TEST, BACKGROUNDS_TEST_MIDPOINT, BACKGROUNDS_TRAIN
@@ -71,6 +74,9 @@ def measure(slug: str, seed: int, steps: int) -> dict:
     while trainer.step < steps:
         trainer.fit(min(CHUNK, steps - trainer.step)); trainer.save()
     secs = active_time() - t0
+    if trainer.step != steps:                    # a run trained further before (its measurements since removed)
+        raise SystemExit(f"{slug} seed {seed} is at step {trainer.step:,}, past {steps:,}: remove "
+                         f"{shown(WORK / slug / f'seed{seed}')} to measure it at {steps:,}")
     model = trainer.model.eval()
     cols = probe_columns(row.spec, model.latent_dim, cond_width(cfg))
     x, f = data.train.sample(cfg["eval"]["n_probe"], make_generator(seed + 101))      # as `evaluate_invariance`
@@ -160,7 +166,7 @@ def main(argv=None):
                 print(f"{key(slug, seed, steps)}: cyan {x['named']['test cyan']['acc']:.3f} magenta {x['named']['test magenta']['acc']:.3f} "
                       f"yellow {x['named']['test yellow']['acc']:.3f} ({x['train_seconds']:.0f} s)", flush=True)
     print(report(done))
-    if figure(done): print(f"figure: {FIGURE.relative_to(ROOT) if FIGURE.is_relative_to(ROOT) else FIGURE.name}")
+    if figure(done): print(f"figure: {shown(FIGURE)}")
 
 
 if __name__ == "__main__":

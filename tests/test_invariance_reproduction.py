@@ -247,3 +247,4 @@ def test_the_colour_shift_diagnosis_scores_every_background_and_reports_its_file
     assert x["by_level"]["R"][0] == pytest.approx(sum(c[3] for c in x["grid"] if c[0] == 0.1) / 4, abs=1e-3)
     assert x["precision"] == "fp32" and all(0 <= v <= 1 for v in x["named"]["test cyan"]["per_digit_colour"].values())
     assert sorted(p.name for p in (tmp_path / "work" / "inv_cnn" / "seed1").rglob("*.pt"))          # resumed from 3 to 5
+    with pytest.raises(SystemExit, match="is at step 5, past 3"): M.measure("inv_cnn", 1, 3)       # never the 5-step model as 3
