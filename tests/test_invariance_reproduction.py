@@ -229,6 +229,8 @@ def test_the_colour_shift_diagnosis_scores_every_background_and_reports_its_file
     spec = importlib.util.spec_from_file_location("diagnose_colour_shift", path)
     M = importlib.util.module_from_spec(spec); spec.loader.exec_module(M)
     committed = json.loads(M.OUT.read_text())["runs"]
+    import struct                                          # the committed figure draws every committed measurement
+    assert struct.unpack(">II", M.FIGURE.read_bytes()[16:24])[1] == round((1.5 * len(committed) + 0.3) * 80)
     monkeypatch.setattr(M, "FIGURE", tmp_path / "committed.png")            # the committed figure stays as it is
     out = io.StringIO()
     with contextlib.redirect_stdout(out): M.main(["--report"])            # the committed measurements, nothing trained
