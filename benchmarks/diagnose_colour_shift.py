@@ -64,10 +64,9 @@ def _trainer(slug: str, seed: int, steps: int):
 def measure(slug: str, seed: int, steps: int) -> dict:
     "Train the run on to `steps` (a checkpoint every CHUNK steps) and score it on every background."
     import numpy as np, torch
-    from sklearn.linear_model import LogisticRegression
-    from disentbook.core import active_time, make_generator
-    from disentbook.data.colored_mnist import DIGIT_COLOURS, class_labels, colorize, digit_pool
-    from disentbook.repro.invariance_eval import cond_width, encode_means, probe_columns
+    from disentbook.core import active_time
+    from disentbook.data.colored_mnist import DIGIT_COLOURS, colorize, digit_pool
+    from disentbook.repro.invariance_eval import class_probe
     torch.set_num_threads(2)
     trainer, data, cfg, row = _trainer(slug, seed, steps)
     t0 = active_time()
@@ -77,19 +76,14 @@ def measure(slug: str, seed: int, steps: int) -> dict:
     if trainer.step != steps:                    # a run trained further before (its measurements since removed)
         raise SystemExit(f"{slug} seed {seed} is at step {trainer.step:,}, past {steps:,}: remove "
                          f"{shown(WORK / slug / f'seed{seed}')} to measure it at {steps:,}")
-    model = trainer.model.eval()
-    cols = probe_columns(row.spec, model.latent_dim, cond_width(cfg))
-    x, f = data.train.sample(cfg["eval"]["n_probe"], make_generator(seed + 101))      # as `evaluate_invariance`
-    z = encode_means(model, x)[:, cols]
-    m, sd = z.mean(0), z.std(0) + 1e-8
-    clf = LogisticRegression(max_iter=2000).fit((z - m) / sd, np.asarray(class_labels(data.train, f)))
+    predict, _ = class_probe(trainer.model.eval(), data, cfg, seed, row.spec)       # the reproduction's evaluation classifier
     pool, source = digit_pool("auto", "test")     # the reproduction's test digits
     g = np.random.default_rng(seed)
     y, inst, fg = g.integers(0, 10, N_IMAGES), g.integers(0, pool.shape[1], N_IMAGES), g.integers(0, len(DIGIT_COLOURS), N_IMAGES)
     grey, fgs = pool[y, inst].float() / 255, torch.tensor(list(DIGIT_COLOURS.values()))[fg]
 
     def score(bg):
-        pred = clf.predict((encode_means(model, colorize(grey, fgs, torch.tensor(bg).float().expand(N_IMAGES, 3)))[:, cols] - m) / sd)
+        pred = predict(colorize(grey, fgs, torch.tensor(bg).float().expand(N_IMAGES, 3)))
         return float((pred == y).mean()), {k: round(float((pred[fg == i] == y[fg == i]).mean()), 4) for i, k in enumerate(DIGIT_COLOURS)}
 
     grid, named = backgrounds()
@@ -105,9 +99,14 @@ def measure(slug: str, seed: int, steps: int) -> dict:
                 train_seconds=round(secs, 1))
 
 
+def ordered(done: dict) -> list[dict]:
+    "The measurements, the Baseline's first, by seed and length."
+    return [done[k] for k in sorted(done, key=lambda k: (done[k]["slug"] != "inv_cnn", done[k]["seed"], done[k]["steps"]))]
+
+
 def report(done: dict) -> str:
     import numpy as np
-    ms = [done[k] for k in sorted(done, key=lambda k: (done[k]["slug"] != "inv_cnn", done[k]["seed"], done[k]["steps"]))]
+    ms = ordered(done)
     if not ms: return "no measurement yet"
     names = list(ms[0]["named"])
     L = ["Accuracy on the named backgrounds (the test digits; every digit colour):", "",
@@ -132,7 +131,7 @@ def figure(done: dict, path: Path | None = None):
     "One strip per measurement: a green x blue accuracy map at each red level (into `path`, default FIGURE)."
     import numpy as np
     from matplotlib.figure import Figure
-    ms = [done[k] for k in sorted(done, key=lambda k: (done[k]["slug"] != "inv_cnn", done[k]["seed"], done[k]["steps"]))]
+    ms = ordered(done)
     if not ms: return None
     levels = ms[0]["levels"]; n = len(levels)
     fig = Figure(figsize=(1.6 * n + 1.0, 1.5 * len(ms) + 0.3), dpi=80, layout="constrained")

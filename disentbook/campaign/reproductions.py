@@ -32,10 +32,9 @@ class Reproduction:
     device: str = "cpu"
     runner: str | None = None       # `reproduce`'s runner (None: its default for the scale and device)
     def sensitive(self) -> dict:
-        "The options of a sensitivity it trains: those its paper declares as changing what is measured, off their defaults."
-        from disentbook.repro.declare import PAPERS
-        p = PAPERS[self.paper]
-        return {k: self.options[k] for k in p.sensitivity if k in self.options and self.options[k] != p.options.get(k)}
+        "The options of a sensitivity it trains (`repro.summary.sensitive_options`)."
+        from disentbook.repro.summary import sensitive_options
+        return sensitive_options(dict(paper=self.paper, options=self.options))
     def folder(self, root) -> Path:
         """reports/PAPER-SCALE: the report folder of the paper's own settings at this scale; a sensitivity's adds its
         options' values (reports/dipvae-gpu-long)."""

@@ -19,7 +19,7 @@ from .figures import library_scores
 
 # %% auto #0
 __all__ = ['COND_WIDTH', 'ANGLE_TAGS', 'SHAPES3D_TRAIN', 'MPI3D_TRAIN', 'load_invariance_data', 'invariance_model',
-           'invariance_sampler', 'cond_width', 'probe_columns', 'evaluate_invariance', 'shift_names']
+           'invariance_sampler', 'cond_width', 'probe_columns', 'class_probe', 'evaluate_invariance', 'shift_names']
 
 # %% ../../nbs/71a_invariance_eval.ipynb #22799369
 COND_WIDTH = 9                      # one-hot digit colour (6) + background (3): VFAE / CVIB condition slots
@@ -76,6 +76,18 @@ def probe_columns(spec: dict, latent: int, width: int = COND_WIDTH) -> slice:
     if spec["objective"] in ("vfae", "cvib"): return slice(0, latent - width)
     return slice(0, latent)
 
+def class_probe(model, data, cfg: dict, seed: int, spec: dict):
+    """The evaluation classifier of a run: a logistic regression on the standardised frozen code (`probe_columns`) of
+    `cfg['eval']['n_probe']` fresh training images; returns (predict: images -> classes, the training factors it saw)."""
+    from sklearn.linear_model import LogisticRegression
+    cols = probe_columns(spec, model.latent_dim, cond_width(cfg))
+    x, f = data.train.sample(cfg["eval"]["n_probe"], make_generator(seed + 101))
+    ztr = encode_means(model, x)[:, cols]
+    m, sd = ztr.mean(0), ztr.std(0) + 1e-8
+    # factors may live on the GPU (a sampler moves its cached training set to the device): to_numpy at this boundary
+    clf = LogisticRegression(max_iter=2000).fit((ztr - m) / sd, to_numpy(class_labels(data.train, f)))
+    return (lambda images: clf.predict((encode_means(model, images)[:, cols] - m) / sd)), f
+
 def evaluate_invariance(model, data, cfg: dict, seed: int, spec: dict) -> dict:
     """Average / worst-group accuracy of a logistic regression on the frozen code (per test set), the same on fresh images
     of the training distribution (`avg_acc_train`, `worst_acc_train`: did the model learn every group it was trained on?),
@@ -86,21 +98,14 @@ def evaluate_invariance(model, data, cfg: dict, seed: int, spec: dict) -> dict:
         s = library_scores(model, data.full, ("mig", "sap", "irs", "factor_vae", "dci"), seed,
                            num_points=e["num_points"], num_test=e["num_test"])
         return dict(MIG=s["mig"], SAP=s["sap"], IRS=s["irs"], FVAE=s["factor_vae"], DCI=s["dci_disentanglement"])
-    from sklearn.linear_model import LogisticRegression
-    cols = probe_columns(spec, model.latent_dim, cond_width(cfg))
-    x, f = data.train.sample(e["n_probe"], make_generator(seed + 101))
-    ztr = encode_means(model, x)[:, cols]
-    m, sd = ztr.mean(0), ztr.std(0) + 1e-8
-    # factors may live on the GPU (a sampler moves its cached training set to the device): to_numpy at this boundary
-    clf = LogisticRegression(max_iter=2000).fit((ztr - m) / sd, to_numpy(class_labels(data.train, f)))
+    predict, f = class_probe(model, data, cfg, seed, spec)
     out = dict(chance_acc=1.0 / len(np.unique(to_numpy(class_labels(data.train, f)))))
     xi, fi = data.train.sample(e["n_test"], make_generator(seed + 303))       # the training distribution, fresh draws
-    r = group_accuracy(to_numpy(class_labels(data.train, fi)), clf.predict((encode_means(model, xi)[:, cols] - m) / sd),
-                       to_numpy(group_ids(data.train, fi)))
+    r = group_accuracy(to_numpy(class_labels(data.train, fi)), predict(xi), to_numpy(group_ids(data.train, fi)))
     out["avg_acc_train"], out["worst_acc_train"] = r["average"], r["worst"]
     for tag, test in data.tests.items():
         xt, ft = test.sample(e["n_test"], make_generator(seed + 202))
-        pred = clf.predict((encode_means(model, xt)[:, cols] - m) / sd)
+        pred = predict(xt)
         y, g = to_numpy(class_labels(test, ft)), to_numpy(group_ids(test, ft))
         r = group_accuracy(y, pred, g)
         out[f"avg_acc{tag}"], out[f"worst_acc{tag}"] = r["average"], r["worst"]

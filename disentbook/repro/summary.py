@@ -11,8 +11,8 @@ from .declare import PAPERS
 from .harness import read_metrics
 
 # %% auto #0
-__all__ = ['SCALES', 'SHORT', 'INDEX_START', 'INDEX_END', 'HEADLINE', 'sensitivity_of', 'report_claims', 'claims_table',
-           'claims_markdown', 'counts', 'report_row', 'index_rows', 'index_markdown', 'write_index']
+__all__ = ['SCALES', 'SHORT', 'INDEX_START', 'INDEX_END', 'HEADLINE', 'sensitive_options', 'sensitivity_of', 'report_claims',
+           'claims_table', 'claims_markdown', 'counts', 'report_row', 'index_rows', 'index_markdown', 'write_index']
 
 # %% ../../nbs/80c_repro_summary.ipynb #59d13313
 SCALES = ("quick", "cpu", "gpu", "paper")                     # the columns, in order (smoke reports judge nothing)
@@ -20,12 +20,16 @@ SHORT = {"holds": "holds", "fails": "**fails**", "inconclusive": "inconclusive",
          "not tested at this scale": "not tested", "not tested: learning not shown": "learning not shown",
          "not tested: model did not learn": "learning not shown"}          # the same verdict, as older reports name it
 
-def sensitivity_of(m: dict) -> str:
-    """The options that make a report a sensitivity of the package's own (`Paper.sensitivity` options off their
-    defaults, e.g. `palette=midpoint`), as 'k=v, ...'; '' for the paper's own setting."""
+def sensitive_options(m: dict) -> dict:
+    """The options that make a report (`m`: its paper and options) a sensitivity of the package's own:
+    `Paper.sensitivity` options off their defaults, e.g. {'palette': 'midpoint'}; {} for the paper's own setting."""
     p = PAPERS[m["paper"]] if m["paper"] in PAPERS else None
     opts = m.get("options") or {}
-    return ", ".join(f"{k}={opts[k]}" for k in (p.sensitivity if p else ()) if k in opts and opts[k] != p.options.get(k))
+    return {k: opts[k] for k in (p.sensitivity if p else ()) if k in opts and opts[k] != p.options.get(k)}
+
+def sensitivity_of(m: dict) -> str:
+    "`sensitive_options` as 'k=v, ...' (e.g. `palette=midpoint`); '' for the paper's own setting."
+    return ", ".join(f"{k}={v}" for k, v in sensitive_options(m).items())
 
 def report_claims(path) -> dict:
     "One report's claims: dict(paper, scale, sensitivity, device, report (its folder), claims) from its `metrics.json`."
