@@ -1,6 +1,7 @@
 """The campaign's stages as a user meets them (`python3 -m disentbook campaign`), on a tiny zoo: a stage killed with
 SIGKILL in the middle loses at most one chunk and, resumed, ends with the very weights of a run never killed; a run
-folder holding a checkpoint of another recipe is refused in one line (status 2) and left as it was."""
+folder holding a checkpoint of another recipe is refused in one line (status 2) and left as it was; a finished recipe
+ships into the checkout the campaign works in at once, and never into the installed package on its own."""
 import hashlib, json, os, signal, subprocess, sys, time
 from pathlib import Path
 
@@ -30,6 +31,11 @@ def campaign(root, *args, wait=True):
 def step(run: Path) -> int:
     f = run / "checkpoint" / "config.json"
     return json.loads(f.read_text())["step"] if f.is_file() else 0
+
+
+def digest(folder) -> dict:
+    "{file name: sha256} of the files in `folder`."
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(folder).iterdir()) if p.is_file()}
 
 
 def weights(run: Path) -> dict:
@@ -74,11 +80,10 @@ def test_a_stage_killed_mid_run_resumes_bit_exactly(tmp_path):
     other.parent.mkdir(parents=True)
     import shutil
     shutil.copytree(straight / run.relative_to(killed), other)
-    digest = lambda: {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (other / "checkpoint").iterdir()}
-    before = digest()
+    before = digest(other / "checkpoint")
     r = campaign(straight, "--stage", "zoo-beta_vae_b1", "--budget", "10m")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "another recipe" in r.stderr, r.stderr[-2000:]
-    assert digest() == before
+    assert digest(other / "checkpoint") == before
 
 
 def test_a_call_ended_by_sigterm_records_its_stage_as_partial(tmp_path):
@@ -91,8 +96,28 @@ def test_a_call_ended_by_sigterm_records_its_stage_as_partial(tmp_path):
     assert p.returncode == 143, p.stderr.read()[-2000:]
     led = json.loads((tmp_path / "benchmarks" / "campaign.json").read_text())["stages"]["zoo-beta_vae_b4"]
     assert led["status"] == "partial" and led["seconds"] >= 0 and "finished" in led, led
+    from disentbook.classroom.pretrained import PRETRAINED_DIR
+    installed = digest(PRETRAINED_DIR)
     r = campaign(tmp_path, "--stage", "zoo-beta_vae_b4", "--budget", "10m")
     assert r.returncode == 0 and "zoo-beta_vae_b4: ok" in r.stdout, r.stderr[-2000:]
+    # done outside a checkout: the stage says how to ship it and the installed package's models stay as they were
+    assert "`python3 -m disentbook campaign --stage zoo-models` ships it" in r.stdout and digest(PRETRAINED_DIR) == installed
+
+
+def test_a_finished_recipe_ships_at_once_in_a_checkout(tmp_path):
+    """In a checkout (it has `disentbook/assets/pretrained`) a zoo stage that ends `ok` ships its recipe there and writes
+    the index of the shipped models, without waiting for `zoo-models`; a second call ships nothing again."""
+    models = tmp_path / "disentbook" / "assets" / "pretrained"
+    models.mkdir(parents=True)
+    r = campaign(tmp_path, "--stage", "zoo-beta_vae_b4", "--budget", "10m")
+    assert r.returncode == 0 and "beta_vae_b4: shipped seed 0 at 30 steps" in r.stdout, r.stderr[-2000:]
+    card = json.loads((models / "beta_vae_b4.json").read_text())
+    assert card["command"] == "python3 -m disentbook campaign --stage zoo-beta_vae_b4" and card["train"]["steps"] == 30
+    assert card["dtype"] == "float16" and (models / "beta_vae_b4.pt").is_file()
+    assert "| `beta_vae_b4` |" in (tmp_path / "reports" / "pretrained" / "README.md").read_text()
+    before = digest(models)
+    r = campaign(tmp_path, "--stage", "zoo-beta_vae_b4", "--budget", "10m")
+    assert r.returncode == 0 and "shipped seed" not in r.stdout and digest(models) == before, r.stdout[-2000:]
 
 
 def test_the_documented_commands_run_as_written(tmp_path):

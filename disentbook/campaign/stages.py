@@ -12,8 +12,8 @@ from .ledger import LEDGER, WORK, CampaignError, Clock, machine, parse_budget, r
 from . import papers, reproductions, transport, zoo
 
 # %% auto #0
-__all__ = ['CARRY_BUDGET', 'CARRY_MIN_SECONDS', 'FIRST', 'ORDER', 'stages', 'shipped_dir', 'subjects', 'progress', 'run_stage',
-           'run_next', 'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
+__all__ = ['CARRY_BUDGET', 'CARRY_MIN_SECONDS', 'FIRST', 'ORDER', 'stages', 'checkout_models', 'shipped_dir', 'subjects',
+           'progress', 'run_stage', 'run_next', 'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
 CARRY_BUDGET = 10_000_000     # bytes of checkpoints a checkout carries in all
@@ -49,28 +49,40 @@ def stages() -> dict:
                          "figures", _models_stage)
     return {s: out[s] for s in (*ORDER, *reproductions.GPU_REPRODUCTIONS)}
 
-def shipped_dir(root) -> Path:
-    "Where shipped models go: the checkout's `disentbook/assets/pretrained` when `root` is one, else the installed package's."
-    from disentbook.classroom.pretrained import PRETRAINED_DIR
+def checkout_models(root) -> Path | None:
+    "The shipped models' folder of the checkout `root` (`disentbook/assets/pretrained`), or None when `root` is not one."
     here = Path(root) / "disentbook" / "assets" / "pretrained"
-    return here if here.is_dir() else PRETRAINED_DIR
+    return here if here.is_dir() else None
 
-def _models_stage(root, clock: Clock, say) -> str:
+def shipped_dir(root) -> Path:
+    "Where shipped models go: the checkout's models folder when `root` is a checkout, else the installed package's."
+    from disentbook.classroom.pretrained import PRETRAINED_DIR
+    return checkout_models(root) or PRETRAINED_DIR
+
+def _ship(root, names, dest: Path, clock: Clock, say):
+    "Ship the zoo recipes `names` that `dest` does not hold from the zoo yet, then write the index of the shipped models."
     from disentbook.campaign import models
-    led, dest = read_ledger(Path(root) / LEDGER)["stages"], shipped_dir(root)
-    done = [n for n in zoo.RECIPES if led.get(f"zoo-{n}", {}).get("status") == "ok"]
-    for n in done:
+    for n in names:
         if models.shipped_from_zoo(n, dest): continue
         clock.wait_while_paused()
         models.ship(root, n, dest, say)
-    if done: models.write_index(root, dest)
+    if names: models.write_index(root, dest)
+
+def _models_stage(root, clock: Clock, say) -> str:
+    led = read_ledger(Path(root) / LEDGER)["stages"]
+    done = [n for n in zoo.RECIPES if led.get(f"zoo-{n}", {}).get("status") == "ok"]
+    _ship(root, done, shipped_dir(root), clock, say)
     return "ok" if len(done) == len(zoo.RECIPES) else "partial"
 
 def _zoo_stage(root, name: str, clock: Clock, say) -> str:
     z = zoo.ZooRecipe(name)
     w = default_workers()
     if not train_curves(root, z, clock, say, w) or not train_seeds(root, z, clock, say, w): return "partial"
-    return "ok" if zoo.train_shipped_again(root, z, clock, say) else "partial"     # the shipped weights in this checkout
+    if not zoo.train_shipped_again(root, z, clock, say): return "partial"          # the shipped weights in this checkout
+    dest = checkout_models(root)
+    if dest is None: say(f"{name}: done; `python3 -m disentbook campaign --stage zoo-models` ships it")
+    else: _ship(root, [name], dest, clock, say)                # in a checkout, a finished recipe ships at once
+    return "ok"
 
 def subjects(stage: str) -> list:
     "The curve subjects a stage follows."
