@@ -1,7 +1,8 @@
 """The campaign's stages as a user meets them (`python3 -m disentbook campaign`), on a tiny zoo: a stage killed with
 SIGKILL in the middle loses at most one chunk and, resumed, ends with the very weights of a run never killed; a run
 folder holding a checkpoint of another recipe is refused in one line (status 2) and left as it was; a finished recipe
-ships into the checkout the campaign works in at once, and never into the installed package on its own."""
+ships at once into the checkout the campaign works in; a zoo stage outside a checkout leaves the installed package's
+models as they were (only `--stage zoo-models`, the campaign's last stage, ships there)."""
 import hashlib, json, os, signal, subprocess, sys, time
 from pathlib import Path
 
