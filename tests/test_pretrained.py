@@ -58,6 +58,16 @@ def _check_card(c: dict, root: Path | None = None):
         assert all(c["model"][k] == v for k, v in cfg["model"].items()) and c["params"] == cfg.get("objective", {})
         assert "reproduction" in c["note"] and f"{c['train']['steps']:,} steps" in c["note"] and c["run"]["method"] == c["method"]
         return
+    if zoo_card(c):         # a zoo recipe shipped by the campaign: its command is the zoo's stage, its settings the zoo's
+        from disentbook.campaign import zoo
+        r, seeds = zoo.RECIPES[c["name"]], c["seeds"]["seeds"]
+        assert c["recipe"] == f"disentbook.campaign.zoo.RECIPES['{c['name']}']" and (c["method"], c["params"]) == (r.method, r.params)
+        assert [c["train"][k] for k in ("batch_size", "lr")] == [zoo.SETTINGS[k] for k in ("batch_size", "lr")]
+        assert [c["model"][k] for k in ("hidden", "latent_dim")] == [zoo.SETTINGS[k] for k in ("hidden", "latent_dim")]
+        assert c["train"]["seed"] == c["seeds"]["shipped"] == max(sorted(map(int, seeds)), key=lambda s: seeds[str(s)]["mig"])
+        assert f"{c['train']['steps']:,} steps" in c["note"] and f"MIG {c['check']['mig']:.3f}" in c["note"]
+        assert c["check"]["mig"] == seeds[str(c["train"]["seed"])]["check_mig"] or "trained_again" in c
+        return
     assert "CPU-budget model" in c["note"] and (f"{c['train']['steps']:,}" in c["note"] or str(c["train"]["steps"]) in c["note"])
     args = build_parser().parse_args(shlex.split(c["command"])[1:])      # the recorded command, as the CLI reads it
     assert (args.method, args.dataset, args.steps) == (c["method"], c["dataset"], c["train"]["steps"])
@@ -224,20 +234,38 @@ def former_done(rows: list[dict]) -> bool:
     return max(r["steps"] for r in rows) >= FORMER_LONGEST or sum(r["steps"] > L for r in rows) >= FORMER_STOP_AFTER
 
 
+def zoo_card(c: dict) -> bool:
+    "Whether a card is a zoo recipe's, shipped by the campaign (`campaign.models.ship`)."
+    return str(c.get("command", "")).startswith("python3 -m disentbook campaign --stage zoo-")
+
+
 @pytest.mark.parametrize("name", CURVED)
 def test_dsprites_card_carries_its_learning_curve(name):
-    """A dSprites model ships at the length its learning curve chose by the rule written down before the curves
-    (`former_choice`), and its card carries that curve, the reason and the figures that show it."""
-    choose_length, curve_done = former_choice, former_done
+    """A dSprites model ships at the length its learning curves chose by the rule written down before the curves: a zoo
+    model by the length rule over seeds, recomputed from its committed curve record, and the seed of five that the
+    declared rule names; a former model by one seed's curve (`former_choice`). Its card carries that curve, the reason
+    and the figures that show it."""
     c = pretrained_card(name)
     curve = c["curve"]
     assert [r["steps"] for r in curve] == sorted(r["steps"] for r in curve) and len(curve) >= 3
-    assert curve_done(curve), "a card's curve reaches the longest length or stops flat by the rule"
-    assert choose_length(curve) == (c["train"]["steps"], c["length"])
     at = next(r for r in curve if r["steps"] == c["train"]["steps"])
-    assert 0 <= at["mig"] <= 1 and f"MIG {at['mig']:.3f}" in c["note"] and c["length"] in c["note"]
+    if zoo_card(c):
+        from disentbook.campaign import zoo
+        from disentbook.campaign.curves import seed_values
+        from disentbook.campaign.lengths import curve_done
+        z, rec = zoo.ZooRecipe(name), json.loads((ROOT / c["figures"]["curve_record"]).read_text())
+        done, ch = curve_done(seed_values(rec, z.curve_seeds, z.key, z.sign), z.grid, z.rule, z.key)
+        assert done and (ch.steps, ch.why) == (c["train"]["steps"], c["length"]) and ch.record == c["length_record"]
+        seed, sel = zoo.shipped_seed(rec)
+        assert seed == c["train"]["seed"] and sorted(sel["seeds"]) == sorted(zoo.CURVE_SEEDS + zoo.MORE_SEEDS)
+        assert [r for r in rec["seeds"][str(seed)] if r["steps"] == ch.steps][0]["mig"] == pytest.approx(at["mig"], abs=1e-5)
+        assert f"MIG {c['check']['mig']:.3f}" in c["note"] and c["train"]["precision"] in ("bf16", "fp32")
+    else:
+        assert former_done(curve), "a card's curve reaches the longest length or stops flat by the rule"
+        assert former_choice(curve) == (c["train"]["steps"], c["length"])
+        assert 0 <= at["mig"] <= 1 and f"MIG {at['mig']:.3f}" in c["note"] and c["length"] in c["note"]
+        assert c["train"]["precision"] in ("bf16", "fp32") and f"--precision {c['train']['precision']}" in c["command"]
     for f in c["figures"].values(): assert (ROOT / f).is_file(), f
-    assert c["train"]["precision"] in ("bf16", "fp32") and f"--precision {c['train']['precision']}" in c["command"]
     assert ("COLLAPSED" in c["note"]) == (at["active"] == 0)
 
 
