@@ -89,7 +89,8 @@ def test_the_declared_order_puts_each_reproduction_after_the_curves_its_length_n
 
 
 def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_reports_runs_away(tmp_path):
-    "`--carry` while a reproduction stage is not done: its runs' checkpoints reach a fresh clone; once done, only they leave."
+    """`--carry` while a reproduction stage is not done: its runs' checkpoints reach a fresh clone (unless the committed files
+    would pass the size aim); once done, only they leave."""
     import shutil
     from disentbook.campaign.ledger import LEDGER, write_stage
     from disentbook.campaign.stages import CARRY_MIN_SECONDS, carry
@@ -111,6 +112,8 @@ def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_rep
     git("add", "-A"); git("commit", "-qm", "first")                                  # a report's run files: not ignored
     base = set(git("ls-files").split())
     assert set(done) <= base and not set(live) & base
+    now, old, left = carry(root, aim=1)          # no room left under the repository's size aim: the checkpoint stays out
+    assert not set(live) & set(now) and not old and [p.relative_to(root).as_posix() for p in left] == [live[0].rsplit("/", 1)[0]]
     now, old, left = carry(root)
     assert set(live) <= set(now) and not old and not left and not any("seed2" in p for p in now)
     git("commit", "-qm", "carry")

@@ -43,7 +43,8 @@ def traversal_figure(model, row: dict, title: str, n_steps: int = 9, span: float
 KEEP = ("steps", "mig", "check/mig", "factor_vae", "check/factor_vae", "active", *(f"gap/{f}" for f in FACTORS))
 
 def ship(root, name: str, dest: Path, say=print) -> dict:
-    "Ship zoo recipe `name` (its stage done) into `dest`: fp16 weights, card, traversal figure under `root`. Returns the card."
+    """Ship zoo recipe `name` (its stage done) into `dest`: fp16 weights, card, traversal figure under `root` (the figures
+    of a model it replaces that its card no longer names are removed). Returns the card."""
     import torch
     from disentbook.training.checkpoints import load_model
     from disentbook.core import sha256_file
@@ -61,6 +62,8 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
     again = src.parent.parent == z.trained_again().run_dir(root, seed)
     model = load_model(src, device="cpu")
     dest = Path(dest); dest.mkdir(parents=True, exist_ok=True)
+    try: former = json.loads((dest / f"{name}.json").read_text()).get("figures", {})   # the model it replaces
+    except (OSError, ValueError): former = {}
     weights = dest / f"{name}.pt"
     torch.save({k: v.detach().cpu().half() if v.is_floating_point() else v.cpu() for k, v in model.state_dict().items()}, weights)
     rows = sorted(curve["seeds"][str(seed)], key=lambda r: r["steps"])
@@ -106,6 +109,9 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
     (dest / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")
     fig = traversal_figure(model, row, f"{name}, seed {seed} at {L:,} steps: each factor's most informative latent")
     save_figure(fig, Path(root) / FIGURES / f"{name}_traversals.png")
+    for f in set(former.values()) - set(card["figures"].values()):     # a former model's figures no card names any more
+        p = Path(root) / f
+        if p.parent == Path(root) / FIGURES and p.suffix == ".png": p.unlink(missing_ok=True)
     say(f"{name}: shipped seed {seed} at {L:,} steps ({card['bytes'] / 1e6:.2f} MB; MIG on the other images {row['check/mig']:.3f}, "
         f"five seeds {sel['check_mean']:.3f} ± {sel['check_std']:.3f})")
     return card

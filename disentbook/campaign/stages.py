@@ -12,11 +12,13 @@ from .ledger import LEDGER, WORK, CampaignError, Clock, machine, parse_budget, r
 from . import papers, reproductions, transport, zoo
 
 # %% auto #0
-__all__ = ['CARRY_BUDGET', 'CARRY_MIN_SECONDS', 'FIRST', 'ORDER', 'stages', 'checkout_models', 'shipped_dir', 'subjects',
-           'progress', 'run_stage', 'run_next', 'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
+__all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'FIRST', 'ORDER', 'stages', 'checkout_models', 'shipped_dir',
+           'subjects', 'progress', 'run_stage', 'run_next', 'carried_paths', 'carry', 'add_arguments', 'pause_file',
+           'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
 CARRY_BUDGET = 10_000_000     # bytes of checkpoints a checkout carries in all
+TRACKED_AIM = 40_000_000      # bytes of committed files in all, carried checkpoints included (tests/test_size.py)
 CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is trained again rather than carried
 
 # the declared order: the zoo recipe begun first (its curve seeds' checkpoints outgrow the carry budget: it goes on
@@ -100,7 +102,7 @@ def progress(root, stage: str) -> str:
         if not c["seeds"]: continue
         at = "/".join(f"{max(r['steps'] for r in rows) // 1000}k" for s, rows in sorted(c["seeds"].items()) if rows)
         ch = c.get("choice")
-        out.append((f"{subj.slug} " if len(subs) > 1 else "") + f"seeds at {at}" + (f", length {ch['steps']:,}" if ch else ""))
+        out.append((f"{subj.slug} " if len(subs) > 1 else "") + f"seeds measured to {at}" + (f", length {ch['steps']:,}" if ch else ""))
     return "; ".join(out) or ("no run yet" if subs else "")
 
 # %% ../../nbs/89f_campaign_stages.ipynb #0546f521
@@ -169,18 +171,21 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
         else: left.append(files[0].parent)
     return sorted(keep), left
 
-def carry(root) -> tuple[list[str], list[str], list[Path]]:
-    "Put `carried_paths` in git's index (forced: run folders are ignored), take out checkpoints carried before and no longer needed."
+def carry(root, aim: int = TRACKED_AIM) -> tuple[list[str], list[str], list[Path]]:
+    "Put `carried_paths` in git's index (forced: run folders are ignored) within what keeps the committed files under `aim` bytes, "
+    "take out checkpoints carried before and no longer needed."
     root = Path(root)
     def git(*a):
         r = subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True)
         if r.returncode: raise CampaignError(f"git {a[0]} failed: {(r.stderr.strip().splitlines() or [r.returncode])[-1]}")
         return r.stdout
-    keep, left = carried_paths(root)
-    now = {p.relative_to(root).as_posix() for p in keep}
     tracked = {p for p in git("ls-files", "-z", "--", (WORK / "zoo").as_posix(), (WORK / "papers").as_posix()).split("\0") if p}
     runs = [(reproductions.REPRODUCTIONS[n].folder(".") / "runs").as_posix() for n in reproductions.REPRODUCTIONS]
     tracked |= {p for p in git("ls-files", "-z", "--", *runs).split("\0") if "/checkpoint/" in p}   # a report's run files stay
+    others = sum((root / p).stat().st_size for p in git("ls-files", "-z").split("\0")
+                 if p and p not in tracked and (root / p).is_file())
+    keep, left = carried_paths(root, budget=max(0, min(CARRY_BUDGET, aim - others)))
+    now = {p.relative_to(root).as_posix() for p in keep}
     old = sorted(tracked - now)
     if old: git("rm", "-q", "--cached", "--", *old)
     if now: git("add", "-f", "--", *sorted(now))
