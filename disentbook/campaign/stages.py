@@ -172,8 +172,8 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
     return sorted(keep), left
 
 def carry(root, aim: int = TRACKED_AIM) -> tuple[list[str], list[str], list[Path]]:
-    "Put `carried_paths` in git's index (forced: run folders are ignored) within what keeps the committed files under `aim` bytes, "
-    "take out checkpoints carried before and no longer needed."
+    """Put `carried_paths` in git's index (forced: run folders are ignored) within what keeps the committed files under
+    `aim` bytes; take out checkpoints carried before and no longer needed."""
     root = Path(root)
     def git(*a):
         r = subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True)
