@@ -193,3 +193,17 @@ def test_a_seed_process_takes_its_share_of_the_cores_before_each_chunk(tmp_path)
         (live / "seed0").unlink(); (live / "seed1").unlink()
         assert live_seeds(tmp_path, 2) == 1 and share_cores(tmp_path, t, 2) == cores == torch.get_num_threads() == t.threads
     finally: torch.set_num_threads(torch_threads)
+
+
+def test_progress_names_each_seeds_last_measured_length_exactly(tmp_path, monkeypatch):
+    "`--list`'s progress gives a length between thousands as it is (2,500 reads 2.5k, 500 reads 0.5k, never 2k or 0k)."
+    from campaign_toys import FileToy
+    from disentbook.campaign import stages
+    from disentbook.campaign.curves import read_curve
+    from disentbook.campaign.ledger import write_json_atomic
+    toy = FileToy()
+    c = read_curve(tmp_path, toy)
+    c["seeds"] = {"0": [dict(steps=10_000, score=1.0)], "1": [dict(steps=2500, score=1.0)], "2": [dict(steps=500, score=1.0)]}
+    write_json_atomic(toy.curve_file(tmp_path), c)
+    monkeypatch.setattr(stages, "subjects", lambda stage: [toy])
+    assert stages.progress(tmp_path, "toy") == "seeds measured to 10k/2.5k/0.5k"

@@ -100,7 +100,7 @@ def progress(root, stage: str) -> str:
     for subj in subs:
         c = read_curve(root, subj)
         if not c["seeds"]: continue
-        at = "/".join(f"{max(r['steps'] for r in rows) // 1000}k" for s, rows in sorted(c["seeds"].items()) if rows)
+        at = "/".join(f"{max(r['steps'] for r in rows) / 1000:g}k" for s, rows in sorted(c["seeds"].items()) if rows)
         ch = c.get("choice")
         out.append((f"{subj.slug} " if len(subs) > 1 else "") + f"seeds measured to {at}" + (f", length {ch['steps']:,}" if ch else ""))
     return "; ".join(out) or ("no run yet" if subs else "")
