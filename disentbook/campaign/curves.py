@@ -38,7 +38,7 @@ class Subject:
         "Remove the seed's run folder (to train it again from its seed)."
         import shutil
         shutil.rmtree(self.run_dir(root, seed))
-    def train_to(self, root, seed: int, steps: int, clock: Clock, say) -> bool: raise NotImplementedError
+    def train_to(self, root, seed: int, steps: int, clock: Clock, say) -> bool: raise NotImplementedError   # `clock.next_chunk()` before each chunk
     def measure(self, root, seed: int, steps: int) -> dict: raise NotImplementedError
     def precision(self, root) -> str | None:
         """What the subject's measured seeds trained in ('fp32' / 'bf16'; None: nothing measured yet, or seeds already
@@ -115,10 +115,7 @@ def _along(item) -> bool:
     root, subj, seed, lengths, clock, workers = item
     exit_with_parent()
     subj.threads, clock.say = torch.get_num_threads(), _say
-    pause = clock.wait_while_paused
-    def at_chunk():                                  # every subject looks here before each chunk
-        pause(); share_cores(root, subj, workers)
-    clock.wait_while_paused = at_chunk
+    clock.on_chunk = lambda: share_cores(root, subj, workers)     # a subject calls `clock.next_chunk()` before each chunk
     try: return measure_along(root, subj, seed, lengths, clock, _say)
     finally: (Path(root) / LIVE / f"seed{int(seed)}").unlink(missing_ok=True)
 

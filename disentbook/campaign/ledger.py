@@ -66,6 +66,7 @@ def parse_budget(text: str) -> float:
 class Clock:
     "One call's wall budget (seconds), the pause file, and the measured seconds per chunk."
     poll = 5.0                                      # seconds between looks at the pause file
+    on_chunk = None                                 # called before each chunk (a curve seed takes its share of the cores)
     def __init__(self, budget_s: float, pause_file: str | os.PathLike | None = None, say=print):
         self.t0, self.budget, self.chunk_s, self.paused_s = time.monotonic(), float(budget_s), None, 0.0
         self.pause_file, self.say = (Path(pause_file) if pause_file else None), say
@@ -85,3 +86,8 @@ class Clock:
             if not said: self.say(f"paused ({self.pause_file.name} exists; `python3 -m disentbook campaign --go-on` continues)"); said = True
             time.sleep(self.poll)
         self.paused_s += time.monotonic() - t
+    def next_chunk(self) -> bool:
+        "Before a chunk: wait while paused, call `on_chunk`, then whether one more chunk fits the budget."
+        self.wait_while_paused()
+        if self.on_chunk is not None: self.on_chunk()
+        return self.fits()

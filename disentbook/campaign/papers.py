@@ -83,8 +83,7 @@ class PaperRow(Subject):
         if p and self.step_of(root, seed) == 0: job["options"] = {**job["options"], "precision": p}   # as its other seeds
         trainer, _, _ = build_trainer(job, steps=steps, ckpt_every=CHUNK)   # checks a resumed run's settings
         while trainer.step < steps:
-            clock.wait_while_paused()
-            if not clock.fits(): return False
+            if not clock.next_chunk(): return False
             n = min(steps, (trainer.step // CHUNK + 1) * CHUNK) - trainer.step
             t0 = active_time(); trainer.fit(n); trainer.save(); dt = active_time() - t0    # a SIGSTOP left out
             clock.took(dt * CHUNK / n)

@@ -132,8 +132,7 @@ class ZooRecipe(Subject):
         from disentbook.jobs import train_job
         r, s, run = self.recipe, SETTINGS, self.run_dir(root, seed)
         while (at := self.step_of(root, seed)) < steps:
-            clock.wait_while_paused()
-            if not clock.fits(): return False
+            if not clock.next_chunk(): return False
             target = min(steps, (at // CHUNK + 1) * CHUNK)
             t0 = active_time()                   # the chunk's own seconds: a stop (SIGSTOP) of the process is left out
             train_job(method=r.method, dataset="dsprites", params=r.params, steps=target,
