@@ -12,9 +12,9 @@ from .ledger import CPU_PRECISION, CampaignError, Clock
 from .papers import CHANNELS_LAST
 
 # %% auto #0
-__all__ = ['MARGIN', 'MIN_LEFT', 'THREADS', 'REPRODUCTIONS', 'GPU_REPRODUCTIONS', 'Reproduction', 'all_reproductions', 'declared',
-           'check_length', 'report_files', 'claim_folder', 'OutOfBudget', 'add_note', 'stage_reproduce', 'runs_of',
-           'progress', 'carried_files']
+__all__ = ['MARGIN', 'MIN_LEFT', 'THREADS', 'REPRODUCTIONS', 'GPU_REPRODUCTIONS', 'Reproduction', 'cpu_options',
+           'all_reproductions', 'declared', 'check_length', 'report_files', 'claim_folder', 'OutOfBudget', 'add_note',
+           'stage_reproduce', 'runs_of', 'progress', 'carried_files']
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #6466fee6
 MARGIN = 60.0          # seconds before the budget's end at which the timer stops a reproduction
@@ -46,15 +46,25 @@ class Reproduction:
         from disentbook.repro.declare import scale_seeds
         return scale_seeds(self.config(), 0)
 
+def cpu_options(paper: str) -> dict:
+    "A `cpu` reproduction's options: the precision and memory layout its paper's curves over seeds train in."
+    return dict(precision=CPU_PRECISION, **({"channels_last": True} if CHANNELS_LAST.get(paper) else {}))
+
+_NEW_SEEDS = ("five seeds not trained before (5-9; the report of seeds 0-4 at the former length stays as history), at "
+              "the length its curves over seeds chose")
 REPRODUCTIONS = {
-    "reproduce-refvae": Reproduction("refvae", options=dict(precision=CPU_PRECISION), runner="processes",
+    "reproduce-refvae": Reproduction("refvae", options=cpu_options("refvae"), runner="processes",
                                      why="the paper's length (30 epochs of batch 36: 50,000 steps), five seeds"),
-    "reproduce-dipvae": Reproduction("dipvae", needs_curves=True, runner="processes",
-                                     options=dict(channels_last=CHANNELS_LAST["dipvae"], precision=CPU_PRECISION),
+    "reproduce-dipvae": Reproduction("dipvae", needs_curves=True, runner="processes", options=cpu_options("dipvae"),
                                      why="five seeds not trained before (5-9), at the length its curves over seeds chose"),
-    "reproduce-contrastive": Reproduction("contrastive", needs_curves=True, options=dict(precision=CPU_PRECISION), runner="processes",
+    "reproduce-contrastive": Reproduction("contrastive", needs_curves=True, options=cpu_options("contrastive"), runner="processes",
                                           why="the paper's Bernoulli likelihood and networks (Appendix A.3), at the length its "
                                               "curves over seeds chose"),
+    "reproduce-tcwae": Reproduction("tcwae", needs_curves=True, runner="processes", options=cpu_options("tcwae"), why=_NEW_SEEDS),
+    "reproduce-invariance": Reproduction("invariance", needs_curves=True, runner="processes", options=cpu_options("invariance"),
+                                         why=_NEW_SEEDS),
+    "reproduce-vae": Reproduction("vae", needs_curves=True, runner="processes", options=cpu_options("vae"),
+                                  why="the β-VAE row on five seeds at the length its curves over seeds chose"),
 }
 
 # the `gpu` scales, one GPU job after another (`--stage gpu-PAPER --budget 8m` on a GPU machine, then `--pack`; here
@@ -101,7 +111,9 @@ def report_files(out: Path, m: dict) -> list[Path]:
 
 def claim_folder(r: Reproduction, out: Path, say=print) -> Path | None:
     """Make `out` ready for `r`: a report of the same settings and seeds stays (the reproduction resumes it); one of the
-    same settings on other seeds moves to `out/history/seeds-A-B/` (returned); any other report is refused."""
+    same paper, scale and options on seeds none of `r`'s, at its length or another, moves to `out/history/seeds-A-B/`
+    (returned); any other report (other options, or seeds shared with `r`'s but not all of them or not at its length) is
+    refused."""
     from disentbook.repro.harness import read_metrics
     from disentbook.repro.summary import sensitivity_of
     f = out / "metrics.json"
@@ -111,12 +123,13 @@ def claim_folder(r: Reproduction, out: Path, say=print) -> Path | None:
     cfg, opts = r.config(), {**(m.get("options") or {}), **r.options}
     mine = sensitivity_of(dict(paper=r.paper, options=opts))
     theirs, steps = sensitivity_of(m), (m.get("config") or {}).get("train", {}).get("steps")
-    if m["paper"] != r.paper or m["scale"] != r.scale or theirs != mine or steps != cfg["train"]["steps"]:
-        said = f"{m['paper']} at {m['scale']}, {steps} steps" + (f", {theirs}" if theirs else "")
+    seeds, new = [int(s) for s in m["seeds"]], r.seeds()
+    same = steps == cfg["train"]["steps"] and seeds == new
+    if m["paper"] != r.paper or m["scale"] != r.scale or theirs != mine or (set(seeds) & set(new) and not same):
+        said = f"{m['paper']} at {m['scale']}, {steps} steps, seeds {', '.join(map(str, seeds))}" + (f", {theirs}" if theirs else "")
         raise CampaignError(f"{out} holds another report ({said}); move it away first (git mv) to train "
                             f"{r.paper} at {r.scale} here")
-    seeds = [int(s) for s in m["seeds"]]
-    if seeds == r.seeds(): return None
+    if same: return None
     hist = out / "history" / f"seeds-{min(seeds)}-{max(seeds)}"
     if hist.exists(): raise CampaignError(f"{hist} exists already; the report of seeds {seeds} cannot move there")
     hist.mkdir(parents=True)
@@ -139,10 +152,12 @@ def _history_note(out: Path) -> str | None:
         m = json.loads(f.read_text())
         head = [c for c in m.get("claims", []) if c["claim"].startswith(HEADLINE.get(m["paper"], "\0"))] or m.get("claims", [])[:1]
         heads = "; ".join(f"{c['claim'].split(':')[0][:60]}: {c['verdict']}" for c in head)
-        parts.append(f"seeds {', '.join(map(str, m['seeds']))} ({f.parent.relative_to(out).as_posix()}/report.md: {heads})")
-    return ("History: this folder's earlier report" + ("s" if len(parts) > 1 else "") + " of the same settings on other "
-            "seeds, judged before these seeds trained and not pooled with them (adding seeds to a judged report would "
-            "be optional stopping): " + "; ".join(parts) + ".")
+        steps = (m.get("config") or {}).get("train", {}).get("steps")
+        parts.append(f"seeds {', '.join(map(str, m['seeds']))}" + (f" at {steps:,} steps" if isinstance(steps, int) else "")
+                     + f" ({f.parent.relative_to(out).as_posix()}/report.md: {heads})")
+    return ("History: this folder's earlier report" + ("s" if len(parts) > 1 else "") + " of the same paper, scale and "
+            "options on other seeds, judged before these seeds trained and not pooled with them (adding seeds to a judged "
+            "report would be optional stopping): " + "; ".join(parts) + ".")
 
 def add_note(paper: str, out: Path, note: str, prefix: str):
     "Put `note` in the report's notes (replacing one starting with `prefix`) and judge it again (report.md follows)."

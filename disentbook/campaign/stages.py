@@ -24,11 +24,12 @@ CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is 
 # the declared order: the zoo recipe begun first (its curve seeds' checkpoints outgrow the carry budget: it goes on
 # where they are), then what decides a paper's headline finding soonest (contrastive's curves and reproduction),
 # refvae at the paper's length, dipvae's curves and new seeds; the other zoo recipes, the other papers'
-# headline curves over seeds; the zoo's models
+# headline curves over seeds, each followed by its reproduction at the length they chose; the zoo's models
 FIRST = ("zoo-beta_tcvae", "curves-contrastive-seeds", "reproduce-contrastive", "reproduce-refvae", "curves-dipvae-seeds",
          "reproduce-dipvae")
-ORDER = (*FIRST, *(f"zoo-{n}" for n in zoo.RECIPES if f"zoo-{n}" not in FIRST),
-         *(f"curves-{p}-seeds" for p in papers.METRICS if f"curves-{p}-seeds" not in FIRST), "zoo-models")
+_CURVES_THEN = tuple(s for p in papers.METRICS if f"curves-{p}-seeds" not in FIRST
+                     for s in (f"curves-{p}-seeds", f"reproduce-{p}") if not s.startswith("reproduce-") or s in reproductions.REPRODUCTIONS)
+ORDER = (*FIRST, *(f"zoo-{n}" for n in zoo.RECIPES if f"zoo-{n}" not in FIRST), *_CURVES_THEN, "zoo-models")
 
 def stages() -> dict:
     "{stage: (what it runs, function(root, clock, say) -> 'ok' | 'partial')}, in the declared order (`ORDER`)."
