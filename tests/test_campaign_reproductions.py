@@ -189,7 +189,11 @@ def test_the_long_dipvae_gpu_stage_is_a_declared_sensitivity_in_its_own_folder(t
     shutil.copy(ROOT / "reports" / "dipvae-gpu" / "metrics.json", out / "metrics.json")      # the gpu scale's own report
     with pytest.raises(CampaignError, match="holds another report"): claim_folder(r, out)
     listed = campaign(tmp_path / "listed", "--list")
-    assert "reproduce dipvae --scale gpu -o length=long into reports/dipvae-gpu-long" in listed.stdout, listed.stderr[-800:]
+    said = "reproduce dipvae --scale gpu -o length=long -o references=later -o allow_eager=true into reports/dipvae-gpu-long"
+    assert said in listed.stdout, listed.stderr[-800:]
+    from disentbook.cli import parse_params                      # the listed options are the command's: its plan takes them
+    opts = parse_params(said.split(" into ")[0].split(" -o ")[1:])
+    assert opts == dict(length="long", references="later", allow_eager=True) and plan("dipvae", "gpu", **opts)["runs"] == 15
 
 
 def test_every_cpu_reproduction_can_claim_its_committed_folder_keeping_a_former_report_as_history(tmp_path):

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/89f_campaign_stages.ipynb #fa9d74d3
 from __future__ import annotations
-import argparse, datetime, signal, subprocess, sys, threading, time
+import argparse, datetime, json, signal, subprocess, sys, threading, time
 from pathlib import Path
 
 from .curves import default_workers, horizon, read_curve, train_curves, train_seeds
@@ -44,7 +44,8 @@ def stages() -> dict:
                 f"({'higher' if sign > 0 else 'lower'} is better) until the length rule holds; the cpu scale's length")
         out[f"curves-{p}-seeds"] = (what, (lambda q: lambda root, clock, say: papers.stage_curves(root, q, clock, say))(p))
     for name, r in reproductions.all_reproductions().items():
-        how = "".join(f" -o {k}={v}" for k, v in r.sensitive().items()) + (f" -o runner={r.runner}" if r.runner else "")
+        opts = {**r.sensitive(), **r.options, **({"runner": r.runner} if r.runner else {})}    # the sensitivity's first
+        how = "".join(f" -o {k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in opts.items())
         what = f"disentbook reproduce {r.paper} --scale {r.scale}{how} into reports/{r.folder('.').name}: {r.why}"
         out[name] = (what, (lambda n: lambda root, clock, say: reproductions.stage_reproduce(root, n, clock, say))(name))
     out["zoo-models"] = ("the zoo recipes whose stage is done, shipped into the package (campaign.models.ship): the seed the "

@@ -16,7 +16,7 @@ from ..objectives.base import make_objective
 from .declare import PAPERS, curve_lengths, scale_config, scale_seeds
 from .figures import Context
 from .harness import reproduction_jobs
-from .runs import MODES, group_jobs, load_data, run_cfg, train_config
+from .runs import HARNESS_OPTIONS, MODES, group_jobs, load_data, run_cfg, train_config
 
 # %% auto #0
 __all__ = ['ISSUE_ANCHOR', 'THROUGHPUT_FILE', 'ANCHORS', 'PACKAGED_THROUGHPUT', 'GPU_BUDGET_MINUTES', 'GPU_SHARES',
@@ -146,9 +146,9 @@ def paper_jobs(name: str, scale: str = "gpu", seed: int = 0, device: str = "cuda
     if name not in PAPERS: raise InputError(f"no reproduction {name!r}; known: {', '.join(sorted(PAPERS))}")
     paper = PAPERS[name]
     options = dict(options or {})
-    unknown = sorted(set(options) - set(paper.options) - {"overwrite", "resume", "runner", "ray_address", "allow_eager"})
+    unknown = sorted(set(options) - set(paper.options) - {"overwrite", "resume", "runner", "ray_address", *HARNESS_OPTIONS})
     if unknown: raise InputError(f"reproduction {name!r} has no option {', '.join(unknown)}; it accepts: "
-                                 f"{', '.join(['overwrite', 'resume', 'runner', 'ray_address', *paper.options])}")
+                                 f"{', '.join(['overwrite', 'resume', 'runner', 'ray_address', *HARNESS_OPTIONS, *paper.options])}")
     opts = {**paper.options, **{k: v for k, v in options.items() if k in paper.options}, "scale": scale}
     cfg = scale_config(paper, scale, opts)
     seeds = scale_seeds(cfg, seed)
