@@ -197,21 +197,23 @@ def test_the_long_dipvae_gpu_stage_is_a_declared_sensitivity_in_its_own_folder(t
 
 
 def test_every_cpu_reproduction_can_claim_its_committed_folder_keeping_a_former_report_as_history(tmp_path):
-    """A stage reached by the campaign does not stop at a report committed in its folder: a former report (dipvae, tcwae,
-    invariance: seeds 0-4 or 0-2 at a length one seed's curve chose) is on seeds none of the stage's, so it moves to
-    history at the length the curves over seeds choose or at another; on copies, nothing in the checkout moves."""
+    """A stage reached by the campaign does not stop at a report committed in its folder: its own report (its seeds at its
+    length) stays; a former one (dipvae, tcwae, invariance: seeds 0-4 or 0-2 at a length one seed's curve chose) is on
+    seeds none of the stage's, so it moves to history at the length the curves over seeds choose or at another. On
+    copies: nothing in the checkout moves."""
     from disentbook.campaign.reproductions import REPRODUCTIONS, claim_folder
     checked = []
     for name, r in REPRODUCTIONS.items():
         f = r.folder(ROOT) / "metrics.json"
         if not f.is_file(): continue
-        m = json.loads(f.read_text())
-        assert not set(m["seeds"]) & set(r.seeds()), (name, m["seeds"], r.seeds())
-        for k in (1, 2):                                     # the report at the stage's length, and at another
+        m, steps = json.loads(f.read_text()), r.config()["train"]["steps"]
+        own = m["seeds"] == r.seeds()
+        assert own or not set(m["seeds"]) & set(r.seeds()), (name, m["seeds"], r.seeds())
+        for k in ((1,) if own else (1, 2)):                  # a former report at the stage's length, and at another
             out = tmp_path / name / str(k); out.mkdir(parents=True)
-            steps = r.config()["train"]["steps"] * k
-            (out / "metrics.json").write_text(json.dumps(dict(m, config=dict(m["config"], train=dict(m["config"]["train"], steps=steps)))))
+            (out / "metrics.json").write_text(json.dumps(dict(m, config=dict(m["config"], train=dict(m["config"]["train"], steps=steps * k)))))
             moved = claim_folder(r, out, print)
+            if own: assert moved is None and (out / "metrics.json").is_file(); continue
             assert moved == out / "history" / f"seeds-{min(m['seeds'])}-{max(m['seeds'])}" and (moved / "metrics.json").is_file()
-        checked.append(r.paper)
-    assert {"dipvae", "tcwae", "invariance"} <= set(checked), checked
+        checked.append(name)
+    assert len(checked) >= 3, checked                        # dipvae, tcwae, invariance (and contrastive once it is done)
