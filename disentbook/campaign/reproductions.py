@@ -50,8 +50,8 @@ def cpu_options(paper: str) -> dict:
     "A `cpu` reproduction's options: the precision and memory layout its paper's curves over seeds train in."
     return dict(precision=CPU_PRECISION, **({"channels_last": True} if CHANNELS_LAST.get(paper) else {}))
 
-_NEW_SEEDS = ("five seeds not trained before (5-9; the report of seeds 0-4 at the former length stays as history), at "
-              "the length its curves over seeds chose")
+_NEW_SEEDS = ("five seeds not trained before (5-9; the report of seeds 0-4, at the length one seed's curve chose, stays as "
+              "history), at the length its curves over seeds chose")
 REPRODUCTIONS = {
     "reproduce-refvae": Reproduction("refvae", options=cpu_options("refvae"), runner="processes",
                                      why="the paper's length (30 epochs of batch 36: 50,000 steps), five seeds"),
