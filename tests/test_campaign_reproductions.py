@@ -74,10 +74,16 @@ def test_a_reproduction_cut_by_its_budget_goes_on_and_a_folder_of_other_settings
     # a report of another length in the folder: one line, status 2, the report left as it was
     f = straight / "reports" / "vae-smoke" / "metrics.json"
     m = json.loads(f.read_text()); m["config"]["train"]["steps"] += 5; f.write_text(json.dumps(m))
-    before = f.read_bytes()
+    before, ledger = f.read_bytes(), (straight / "benchmarks" / "campaign.json").read_bytes()
     r = campaign(straight, "--stage", "reproduce-refvae", "--budget", "10m")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "holds another report" in r.stderr, r.stderr[-2000:]
-    assert f.read_bytes() == before
+    assert f.read_bytes() == before and (straight / "benchmarks" / "campaign.json").read_bytes() == ledger
+    # a stage never run before, refused (a GPU stage where no GPU is): the ledger byte for byte as it was, no record added
+    import torch
+    if not torch.cuda.is_available():
+        r = campaign(straight, "--stage", "gpu-vae", "--budget", "10m")
+        assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "CUDA" in r.stderr, r.stderr[-2000:]
+        assert (straight / "benchmarks" / "campaign.json").read_bytes() == ledger
 
 
 def test_the_declared_order_puts_each_reproduction_after_the_curves_its_length_needs():

@@ -108,19 +108,25 @@ def progress(root, stage: str) -> str:
     return "; ".join(out) or ("no run yet" if subs else "")
 
 # %% ../../nbs/89f_campaign_stages.ipynb #0546f521
+def _restore(path: Path, data: bytes | None):
+    "Put the file at `path` back to `data` (through a temporary file and a rename), or remove it when it did not exist."
+    if data is None: path.unlink(missing_ok=True); return
+    tmp = path.with_name(path.name + ".tmp"); tmp.write_bytes(data); tmp.replace(path)
+
 def run_stage(root, stage: str, clock: Clock, say=print) -> str:
     "Run `stage` within `clock`'s budget; its ledger record says how it ended."
     table = stages()
     if stage not in table: raise CampaignError(f"unknown stage {stage!r}; `--list` shows the stages")
     led = Path(root) / LEDGER
     prev = read_ledger(led)["stages"].get(stage, {})
+    before = led.read_bytes() if led.is_file() else None          # a refused stage leaves the ledger as it was
     t0 = time.monotonic()
     write_stage(led, stage, dict(prev, status="running", started=f"{datetime.datetime.now():%Y-%m-%d %H:%M}"))
     status = "partial"
     try:
         status = table[stage][1](root, clock, say)
     except CampaignError:
-        write_stage(led, stage, prev or dict(status="not started")); raise
+        _restore(led, before); raise
     finally:
         if status != "partial" or (read_ledger(led)["stages"].get(stage, {}).get("status") == "running"):
             write_stage(led, stage, dict(status=status, seconds=round(prev.get("seconds", 0) + time.monotonic() - t0),
