@@ -88,7 +88,8 @@ def test_a_reproduction_cut_by_its_budget_goes_on_and_a_folder_of_other_settings
 
 def test_the_declared_order_puts_each_reproduction_after_the_curves_its_length_needs():
     from disentbook.campaign.reproductions import REPRODUCTIONS
-    from disentbook.campaign.stages import ORDER
+    from disentbook.campaign.stages import ORDER, stages
+    assert list(stages())[:len(ORDER)] == list(ORDER)              # every declared name is a stage, in that order
     for name, r in REPRODUCTIONS.items():
         assert name in ORDER
         if r.needs_curves: assert ORDER.index(f"curves-{r.paper}-seeds") < ORDER.index(name), name

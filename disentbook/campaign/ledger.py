@@ -10,8 +10,8 @@ from pathlib import Path
 from ..core import DisentbookError
 
 # %% auto #0
-__all__ = ['LEDGER', 'WORK', 'CPU_PRECISION', 'CampaignError', 'read_ledger', 'write_json_atomic', 'write_stage', 'machine',
-           'parse_budget', 'Clock']
+__all__ = ['LEDGER', 'WORK', 'CPU_PRECISION', 'CampaignError', 'read_ledger', 'write_atomic', 'write_json_atomic', 'write_stage',
+           'machine', 'parse_budget', 'Clock']
 
 # %% ../../nbs/89b_campaign_ledger.ipynb #c1853f1c
 class CampaignError(DisentbookError):
@@ -35,11 +35,15 @@ def read_ledger(path: str | os.PathLike) -> dict:
         raise CampaignError(f"{path} is not a campaign ledger (no 'stages' table); restore it with `git checkout {path}`")
     return d
 
-def write_json_atomic(path: str | os.PathLike, obj) -> None:
-    "Write `obj` as JSON to `path` through a temporary file and a rename (a kill leaves the old file or the new one)."
+def write_atomic(path: str | os.PathLike, data: bytes) -> None:
+    "Write `data` to `path` through a temporary file and a rename (a kill leaves the old file or the new one)."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n"); os.replace(tmp, path)
+    tmp.write_bytes(data); os.replace(tmp, path)
+
+def write_json_atomic(path: str | os.PathLike, obj) -> None:
+    "Write `obj` as JSON to `path` (`write_atomic`)."
+    write_atomic(path, (json.dumps(obj, indent=1) + "\n").encode())
 
 def write_stage(path: str | os.PathLike, stage: str, record: dict) -> None:
     "Set stage `stage`'s record in the ledger at `path` (read first: an unreadable ledger is refused, not replaced)."

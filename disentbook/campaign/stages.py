@@ -8,7 +8,7 @@ import argparse, datetime, json, signal, subprocess, sys, threading, time
 from pathlib import Path
 
 from .curves import default_workers, horizon, read_curve, train_curves, train_seeds
-from .ledger import LEDGER, WORK, CampaignError, Clock, machine, parse_budget, read_ledger, write_stage
+from .ledger import LEDGER, WORK, CampaignError, Clock, machine, parse_budget, read_ledger, write_atomic, write_stage
 from . import papers, reproductions, transport, zoo
 
 # %% auto #0
@@ -27,9 +27,9 @@ CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is 
 # headline curves over seeds, each followed by its reproduction at the length they chose; the zoo's models
 FIRST = ("zoo-beta_tcvae", "curves-contrastive-seeds", "reproduce-contrastive", "reproduce-refvae", "curves-dipvae-seeds",
          "reproduce-dipvae")
-_CURVES_THEN = tuple(s for p in papers.METRICS if f"curves-{p}-seeds" not in FIRST
-                     for s in (f"curves-{p}-seeds", f"reproduce-{p}") if not s.startswith("reproduce-") or s in reproductions.REPRODUCTIONS)
-ORDER = (*FIRST, *(f"zoo-{n}" for n in zoo.RECIPES if f"zoo-{n}" not in FIRST), *_CURVES_THEN, "zoo-models")
+ORDER = (*FIRST, *(f"zoo-{n}" for n in zoo.RECIPES if f"zoo-{n}" not in FIRST),
+         *(s for p in papers.METRICS if f"curves-{p}-seeds" not in FIRST for s in (f"curves-{p}-seeds", f"reproduce-{p}")),
+         "zoo-models")
 
 def stages() -> dict:
     "{stage: (what it runs, function(root, clock, say) -> 'ok' | 'partial')}, in the declared order (`ORDER`)."
@@ -108,11 +108,6 @@ def progress(root, stage: str) -> str:
     return "; ".join(out) or ("no run yet" if subs else "")
 
 # %% ../../nbs/89f_campaign_stages.ipynb #0546f521
-def _restore(path: Path, data: bytes | None):
-    "Put the file at `path` back to `data` (through a temporary file and a rename), or remove it when it did not exist."
-    if data is None: path.unlink(missing_ok=True); return
-    tmp = path.with_name(path.name + ".tmp"); tmp.write_bytes(data); tmp.replace(path)
-
 def run_stage(root, stage: str, clock: Clock, say=print) -> str:
     "Run `stage` within `clock`'s budget; its ledger record says how it ended."
     table = stages()
@@ -126,7 +121,9 @@ def run_stage(root, stage: str, clock: Clock, say=print) -> str:
     try:
         status = table[stage][1](root, clock, say)
     except CampaignError:
-        _restore(led, before); raise
+        if before is None: led.unlink(missing_ok=True)
+        else: write_atomic(led, before)
+        raise
     finally:
         if status != "partial" or (read_ledger(led)["stages"].get(stage, {}).get("status") == "running"):
             write_stage(led, stage, dict(status=status, seconds=round(prev.get("seconds", 0) + time.monotonic() - t0),
