@@ -42,3 +42,23 @@ def test_the_check_finds_a_missing_row(monkeypatch):
     gpu = dict(dipvae.DIPVAE_SCALES["gpu"], models=("VAE", "beta-VAE (beta=60)", "DIP-VAE-I (lambda_od=10)"))
     monkeypatch.setitem(dipvae.DIPVAE_SCALES, "gpu", gpu)
     assert any("beta-VAE (beta=4)" in m for m in _missing("dipvae", "gpu"))
+
+
+def test_a_run_writes_at_most_history_rows():
+    """Every scale whose length is known logs at most `HISTORY_ROWS` history rows (refvae's cpu scale, 50,000 steps at
+    quick's log_every 50, wrote 1,000 per run), and the rule leaves every committed report's settings as they were."""
+    import json
+    from disentbook.core import InputError
+    from disentbook.repro.declare import HISTORY_ROWS
+    for name in REAL:
+        for scale in PAPERS[name].scales:
+            try: t = scale_config(PAPERS[name], scale)["train"]
+            except InputError: continue                                   # a length its curves have not chosen yet
+            if isinstance(t.get("steps"), int): assert t["steps"] <= HISTORY_ROWS * t["log_every"], (name, scale, t)
+    t = scale_config(PAPERS["refvae"], "cpu")["train"]
+    assert (t["steps"], t["log_every"]) == (50_000, 125)
+    reports = sorted((Path(__file__).resolve().parents[1] / "reports").glob("*/metrics.json"))
+    assert len(reports) >= 10
+    for f in reports:
+        t = json.loads(f.read_text())["config"]["train"]
+        if isinstance(t.get("steps"), int): assert t["log_every"] * HISTORY_ROWS >= t["steps"], f.parent.name

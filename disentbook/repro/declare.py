@@ -12,7 +12,7 @@ from ..core import InputError, Registry
 from .claims import SCALE_ORDER
 
 # %% auto #0
-__all__ = ['PAPERS', 'CURVE', 'CURVE_LENGTHS', 'Metric', 'Table', 'Paper', 'register_paper', 'curve_lengths_path',
+__all__ = ['PAPERS', 'HISTORY_ROWS', 'CURVE', 'CURVE_LENGTHS', 'Metric', 'Table', 'Paper', 'register_paper', 'curve_lengths_path',
            'curve_lengths', 'cpu_scale', 'scale_config', 'scale_seeds']
 
 # %% ../../nbs/80e_repro_declare.ipynb #db32924d
@@ -108,6 +108,8 @@ def register_paper(paper: Paper) -> Paper:
     PAPERS[paper.name] = paper
     return paper
 
+HISTORY_ROWS = 400                       # most history rows a run writes: a loss curve reads as well, and a long run's
+                                         # carried files stay small (a 50,000-step run at log_every 50 wrote 1,000)
 CURVE = "curve"                          # train.steps of a scale whose length the paper's learning curves choose
 CURVE_LENGTHS = "paper_values/cpu_lengths.json"   # package data: those lengths, written by the campaign's curve stages
 
@@ -132,7 +134,8 @@ def cpu_scale(quick: dict, table: str, rows: tuple, seeds: int = 5) -> dict:
 
 def scale_config(paper: Paper, scale: str, options: dict | None = None) -> dict:
     """A deep, JSON-able copy of `paper`'s config at `scale`, checked for the keys the harness reads; a length left to the
-    learning curves (`CURVE`) becomes the one they chose (`curve_lengths`), a one-line error while none is measured.
+    learning curves (`CURVE`) becomes the one they chose (`curve_lengths`), a one-line error while none is measured;
+    a run logs at most `HISTORY_ROWS` history rows (`train.log_every` raised to fit a long length).
     `options`: the reproduction's options, which the paper's `configure` reads (a sensitivity's recipe); a scale that
     declares its own `length` (dict(steps, planned, why): e.g. the paper's stated length) keeps it at `gpu`."""
     if scale not in paper.scales:
@@ -157,6 +160,9 @@ def scale_config(paper: Paper, scale: str, options: dict | None = None) -> dict:
         cfg["train"]["steps"] = steps
     missing = [k for k in ("seeds", "train") if k not in cfg] + [k for k in ("batch_size", "log_every") if k not in cfg.get("train", {})]
     if missing: raise InputError(f"{paper.name} scale {scale!r} lacks {', '.join(missing)}")
+    t = cfg["train"]
+    if isinstance(t.get("steps"), int) and int(t["log_every"]) * HISTORY_ROWS < t["steps"]:
+        t["log_every"] = -(-t["steps"] // HISTORY_ROWS)          # at most HISTORY_ROWS rows: log less often, never more
     if int(cfg["seeds"]) < 1: raise InputError(f"{paper.name} scale {scale!r}: seeds must be >= 1, got {cfg['seeds']}")
     if int(cfg.get("first_seed", 0)) < 0: raise InputError(f"{paper.name} scale {scale!r}: first_seed must be >= 0, got {cfg['first_seed']}")
     return cfg

@@ -22,7 +22,7 @@ from .checkpoints import (FORMAT_VERSION, clean_run_dir, default_builder, json_c
                                     read_checkpoint_config, write_checkpoint)
 
 # %% auto #0
-__all__ = ['detached', 'device_rng_state', 'uses_channels_last', 'monitor_names', 'Trainer', 'check_batch']
+__all__ = ['HISTORY_FLOAT', 'detached', 'device_rng_state', 'uses_channels_last', 'monitor_names', 'Trainer', 'check_batch']
 
 # %% ../../nbs/13b_training_trainer.ipynb #5f2e0343
 def _set_trainable(params, flag: bool):
@@ -303,6 +303,10 @@ def _check_finite_state(self: Trainer) -> None:
     raise NonFiniteLossError(f"{name} holds {kinds} values at step {self.step}: not saving a diverged model; "
                              f"{good}. Try a lower lr or grad_clip, or check the objective.")
 
+# history.csv is for reading (figures, cards, a user's pandas): seven significant digits, half the bytes of the full
+# repr; the checkpoint keeps the history in float64, so a resumed run's history is the uninterrupted one's
+HISTORY_FLOAT = "%.7g"
+
 @torch.no_grad()
 def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) -> Path:
     default = path is None
@@ -328,7 +332,7 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
     write_checkpoint(path, blob, cfg)
     if keep and self.out_dir is not None: write_checkpoint(self.out_dir / f"step_{self.step:07d}", blob, cfg)
     if self.out_dir is not None:
-        with core.atomic_path(self.out_dir / "history.csv") as tmp: self.history.to_csv(tmp, index=False)
+        with core.atomic_path(self.out_dir / "history.csv") as tmp: self.history.to_csv(tmp, index=False, float_format=HISTORY_FLOAT)
     if default: self._saved_step = self.step
     self._last_good = (self.step, path)
     return path
