@@ -93,6 +93,9 @@ def test_the_declared_order_puts_each_reproduction_after_the_curves_its_length_n
     for name, r in REPRODUCTIONS.items():
         assert name in ORDER
         if r.needs_curves: assert ORDER.index(f"curves-{r.paper}-seeds") < ORDER.index(name), name
+    # every paper's headline is decided before the zoo recipes that no long-trained public model put at MIG 0.2
+    late = [ORDER.index(f"zoo-{n}") for n in ("factor_vae", "dip_vae_i", "dip_vae_ii", "tcwae_mws", "beta_vae_b1")]
+    assert max(map(ORDER.index, REPRODUCTIONS)) < min(late) and ORDER[-1] == "zoo-models"
 
 
 def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_reports_runs_away(tmp_path):
