@@ -25,8 +25,9 @@ CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is 
 # where they are), then what decides a paper's headline finding soonest (contrastive's curves and reproduction),
 # refvae at the paper's length, dipvae's curves and new seeds; the two zoo recipes whose long-trained public models
 # reached MIG 0.2 (AnnealedVAE 0.26, beta-VAE beta = 4 0.20); tcwae's and vae's headline curves over seeds, each
-# followed by its reproduction at the length they chose (about 11 hours on two cores at the shortest lengths the rule
-# allows, from their rows' seconds per step; the one finished zoo recipe took 20); the other zoo recipes; invariance's,
+# followed by its reproduction at the length they chose (at the shortest lengths the rule allows and the rates of
+# tcwae's former one-seed curves and dipvae's beta-VAE row for vae, about 22 hours of one run at a time: about one zoo
+# recipe, the finished one took 20 hours); the other zoo recipes; invariance's,
 # which under the spec's palette cannot decide its headline (notebook 71: no row classifies every unseen background
 # above chance at three times the length, and no palette calibrated on the Baseline alone exists); the zoo's models
 LAST = ("curves-invariance-seeds", "reproduce-invariance", "zoo-models")
