@@ -46,7 +46,7 @@ def test_the_check_finds_a_missing_row(monkeypatch):
 
 def test_a_run_writes_at_most_history_rows():
     """Every scale whose length is known logs at most `HISTORY_ROWS` history rows (refvae's cpu scale, 50,000 steps at
-    quick's log_every 50, wrote 1,000 per run), and the rule leaves every committed report's settings as they were."""
+    quick's log_every 50, would write 1,000 per run), and the rule leaves every committed report's settings as they were."""
     import json
     from disentbook.core import InputError
     from disentbook.repro.declare import HISTORY_ROWS

@@ -28,8 +28,9 @@ CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is 
 # followed by its reproduction at the length they chose (at the shortest lengths the rule allows and the rates of
 # tcwae's former one-seed curves and dipvae's beta-VAE row for vae, about 22 hours of one run at a time: about one zoo
 # recipe, the finished one took 20 hours); the other zoo recipes; invariance's,
-# which under the spec's palette cannot decide its headline (notebook 71: no row classifies every unseen background
-# above chance at three times the length, and no palette calibrated on the Baseline alone exists); the zoo's models
+# which under the spec's palette cannot decide its headline (notebook 71: every row loses the unseen yellow and
+# magenta backgrounds, three times the length does not lift the Baseline's, and no palette calibrated on the Baseline
+# alone exists); the zoo's models
 LAST = ("curves-invariance-seeds", "reproduce-invariance", "zoo-models")
 FIRST = ("zoo-beta_tcvae", "curves-contrastive-seeds", "reproduce-contrastive", "reproduce-refvae", "curves-dipvae-seeds",
          "reproduce-dipvae", "zoo-annealed_vae", "zoo-beta_vae_b4", "curves-tcwae-seeds", "reproduce-tcwae",

@@ -109,7 +109,7 @@ def register_paper(paper: Paper) -> Paper:
     return paper
 
 HISTORY_ROWS = 400                       # most history rows a run writes: a loss curve reads as well, and a long run's
-                                         # carried files stay small (a 50,000-step run at log_every 50 wrote 1,000)
+                                         # carried files stay small (a 50,000-step run at log_every 50 would write 1,000)
 CURVE = "curve"                          # train.steps of a scale whose length the paper's learning curves choose
 CURVE_LENGTHS = "paper_values/cpu_lengths.json"   # package data: those lengths, written by the campaign's curve stages
 
