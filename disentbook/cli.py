@@ -17,12 +17,13 @@ from .data.training_sets import TRAINING_SETS, build_dataset
 from .jobs import (DEFAULT_BATCH_SIZE, DEFAULT_LR, LOCK_NAME, refuse_existing, resolve_device, run_contents,
                              run_lock, train_job)
 from .eval.suite import metrics_table, probe_features, run_metrics
+from .repro.summary import CLAIMS_PAGE
 
 
 # %% auto #0
-__all__ = ['CLAIMS_START', 'CLAIMS_END', 'CLAIMS_PAGE', 'PROCEDURAL', 'parse_params', 'int_at_least', 'positive_float',
-           'cmd_reproduce', 'cmd_claims', 'cmd_methods', 'cmd_pretrained', 'cmd_data', 'cmd_train', 'cmd_evaluate',
-           'cmd_student_edition', 'cmd_campaign', 'build_parser', 'main']
+__all__ = ['PROCEDURAL', 'parse_params', 'int_at_least', 'positive_float', 'cmd_reproduce', 'cmd_claims', 'cmd_methods',
+           'cmd_pretrained', 'cmd_data', 'cmd_train', 'cmd_evaluate', 'cmd_student_edition', 'cmd_campaign',
+           'build_parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #37a9b090
 def parse_params(items: list[str] | None) -> dict:
@@ -102,30 +103,14 @@ def _clear_reproduction(out: Path):
         if p.name != LOCK_NAME: shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 # %% ../nbs/90_cli.ipynb #395f33dd
-CLAIMS_START, CLAIMS_END = "<!-- claims:start -->", "<!-- claims:end -->"
-CLAIMS_PAGE = "docs/claims.md"                # the page of the repository that shows the table
-
 def cmd_claims(args):
     """Print the claims table of the committed reports (`repro.summary`), or write it into a page's marked section
     (`--readme`, by default `docs/claims.md`), its links to the reports relative to that page."""
-    import os
+    from disentbook.repro.summary import claims_section, write_claims, write_index
     if getattr(args, "index", None):                      # the index of the reports (one row per report), not the claims
-        from disentbook.repro.summary import write_index
         k = write_index(args.index, args.reports); print(f"{args.index}: index rewritten ({k} reports)"); return 0
-    from disentbook.repro.summary import SCALES, claims_markdown, claims_table, counts
-    rows = claims_table(args.reports)
-    tally = "; ".join(f"{s}: " + ", ".join(f"{n} {v}" for v, n in sorted(counts(rows, s).items())) for s in SCALES if counts(rows, s))
-    prefix = Path(args.reports if not args.readme else os.path.relpath(args.reports, Path(args.readme).parent)).as_posix()
-    body = f"{len(rows)} claims ({tally}).\n\n" + claims_markdown(rows, link_prefix=f"{prefix}/", sources=not args.readme)
-    if not args.readme: print(body); return 0
-    f = Path(args.readme)
-    try: text = f.read_text()
-    except OSError as e: raise InputError(f"{f}: cannot read it ({type(e).__name__})") from None
-    if text.count(CLAIMS_START) != 1 or text.count(CLAIMS_END) != 1 or text.index(CLAIMS_START) > text.index(CLAIMS_END):
-        raise InputError(f"{f} needs one line {CLAIMS_START} and one line {CLAIMS_END} after it around the claims section")
-    head, rest = text.split(CLAIMS_START); _, tail = rest.split(CLAIMS_END)
-    f.write_text(head + CLAIMS_START + "\n" + body + CLAIMS_END + tail)
-    print(f"{f}: claims section rewritten ({len(rows)} claims)"); return 0
+    if not args.readme: print(claims_section(args.reports)[0]); return 0
+    n = write_claims(args.readme, args.reports); print(f"{args.readme}: claims section rewritten ({n} claims)"); return 0
 
 def cmd_methods(args):
     from disentbook.objectives.base import OBJECTIVES, describe_method, methods_table

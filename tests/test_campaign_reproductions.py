@@ -59,6 +59,20 @@ def runs(root) -> dict:
             for t, rows in m["results"].items() for row, seeds in rows.items() for i, r in enumerate(seeds)}
 
 
+def pages(root):
+    "The two pages a checkout generates from its reports, stale."
+    from disentbook.repro.summary import CLAIMS_END, CLAIMS_START, INDEX_END, INDEX_START
+    for f, a, b in ((root / "reports" / "README.md", INDEX_START, INDEX_END), (root / "docs" / "claims.md", CLAIMS_START, CLAIMS_END)):
+        f.parent.mkdir(parents=True, exist_ok=True); f.write_text(f"# page\n\n{a}\nSTALE\n{b}\n\nprose\n")
+
+
+def assert_pages(root, out: str):
+    "Both pages written again from the reports (the index lists the smoke report), the rest of each kept."
+    index, claims = (root / "reports" / "README.md").read_text(), (root / "docs" / "claims.md").read_text()
+    assert "STALE" not in index + claims and index.endswith("\n\nprose\n") and claims.endswith("\n\nprose\n")
+    assert "[vae-smoke](vae-smoke/report.md)" in index and "reports/README.md: written again (1 reports)" in out, out[-1500:]
+
+
 def test_a_reproduction_cut_by_its_budget_goes_on_and_a_folder_of_other_settings_is_refused(tmp_path):
     cut, straight = tmp_path / "cut", tmp_path / "straight"
     r = campaign(cut, "--stage", "reproduce-refvae", "--budget", "1s")
@@ -66,9 +80,11 @@ def test_a_reproduction_cut_by_its_budget_goes_on_and_a_folder_of_other_settings
     assert status(cut) == "partial" and not (cut / "reports" / "vae-smoke" / ".lock").exists()
     r = campaign(cut, "--stage", "reproduce-refvae", "--budget", "10m")
     assert r.returncode == 0 and status(cut) == "ok", r.stderr[-2000:]
+    pages(straight)
     r = campaign(straight, "--stage", "reproduce-refvae", "--budget", "10m")
     assert r.returncode == 0, r.stderr[-2000:]
     assert runs(cut) == runs(straight)
+    assert_pages(straight, r.stdout)                               # the generated pages follow the finished report
     r = campaign(cut, "--list")
     assert "reproduce-refvae" in r.stdout and "runs done" in r.stdout
     # a report of another length in the folder: one line, status 2, the report left as it was
@@ -162,8 +178,10 @@ def test_a_gpu_stage_cut_at_a_calls_limit_travels_in_parts_and_goes_on_in_anothe
     # back to the first checkout: the report lands, and its gates' references are measured there
     shutil.rmtree(parts)
     assert campaign(here, "--pack", str(parts), driver=GPU_DRIVER).returncode == 0
+    pages(gpu)
     r = campaign(gpu, "--unpack", str(parts), driver=GPU_DRIVER)
     assert r.returncode == 0 and "references measured here" in r.stdout and status(gpu, "gpu-vae") == "ok", r.stderr[-2000:]
+    assert_pages(gpu, r.stdout)
     m = json.loads((gpu / "reports" / "vae-smoke" / "metrics.json").read_text())
     assert any("measured on a CPU by `disentbook campaign --unpack`" in n for n in m["notes"])
     # the same numbers per run as a stage never cut

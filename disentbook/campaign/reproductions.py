@@ -14,7 +14,7 @@ from .papers import CHANNELS_LAST
 # %% auto #0
 __all__ = ['MARGIN', 'MIN_LEFT', 'THREADS', 'REPRODUCTIONS', 'GPU_REPRODUCTIONS', 'Reproduction', 'cpu_options',
            'all_reproductions', 'declared', 'check_length', 'report_files', 'claim_folder', 'OutOfBudget', 'add_note',
-           'stage_reproduce', 'runs_of', 'progress', 'carried_files']
+           'stage_reproduce', 'refresh_pages', 'runs_of', 'progress', 'carried_files']
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #6466fee6
 MARGIN = 60.0          # seconds before the budget's end at which the timer stops a reproduction
@@ -182,7 +182,7 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
                             f"(--stage {name} --budget 8m, then --pack DIR), and --unpack DIR here")
     check_length(r, lengths_file)
     out = r.folder(root)
-    claim_folder(r, out, say)
+    if claim_folder(r, out, say) is not None: refresh_pages(root, say)        # a former report moved to history
     clock.wait_while_paused()
     left = clock.left() - MARGIN
     if left < MIN_LEFT: return "partial"
@@ -201,7 +201,17 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     finally:
         if timer: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
     if (note := _history_note(out)): add_note(r.paper, out, note, "History: ")
+    refresh_pages(root, say)
     return "ok"
+
+def refresh_pages(root, say=print) -> None:
+    """In a checkout, the pages generated from the reports (`reports/README.md`'s index, `docs/claims.md`'s claims table)
+    written again once a report is finished or moved to history: commit them with `reports/` (`git add -A reports docs`)
+    and a clean clone's pages match its reports."""
+    from disentbook.repro.summary import CLAIMS_PAGE, write_claims, write_index
+    root = Path(root); reports = root / "reports"
+    for page, write, what in ((reports / "README.md", write_index, "reports"), (root / CLAIMS_PAGE, write_claims, "claims")):
+        if page.is_file(): say(f"{page.relative_to(root).as_posix()}: written again ({write(page, reports)} {what})")
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #1662a508
 def runs_of(root, name: str, reproductions: dict | None = None) -> tuple[list[Path], list[Path]]:

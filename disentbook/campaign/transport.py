@@ -8,7 +8,7 @@ import hashlib, io, json, os, tarfile
 from pathlib import Path
 
 from .ledger import LEDGER, CampaignError, read_ledger, write_stage
-from .reproductions import GPU_REPRODUCTIONS, add_note, declared, report_files, runs_of
+from .reproductions import GPU_REPRODUCTIONS, add_note, declared, refresh_pages, report_files, runs_of
 
 # %% auto #0
 __all__ = ['MAX_FILES', 'MAX_FILE', 'MAX_TOTAL', 'STREAM', 'MANIFEST', 'checkpoint_files', 'stage_files', 'pack', 'unpack']
@@ -112,6 +112,7 @@ def unpack(root, src, say=print) -> list[str]:
                  "CPU by `disentbook campaign --unpack`: the GPU stage left them for later, to keep CPU work off its clock.",
                  "The gates' references")
         say(f"{n}: references measured here and the report judged again")
+    if any(rec.get("status") == "ok" for rec in man["stages"].values()): refresh_pages(root, say)   # its report is here
     say(f"unpacked {len(members)} file(s) of {', '.join(man['stages'])}" +
         (f"; left out at packing (over the size limit): {', '.join(man['left_out'])}" if man["left_out"] else ""))
     return list(man["stages"])

@@ -11,8 +11,9 @@ from .declare import PAPERS
 from .harness import read_metrics
 
 # %% auto #0
-__all__ = ['SCALES', 'SHORT', 'INDEX_START', 'INDEX_END', 'HEADLINE', 'sensitive_options', 'sensitivity_of', 'report_claims',
-           'claims_table', 'claims_markdown', 'counts', 'report_row', 'index_rows', 'index_markdown', 'write_index']
+__all__ = ['SCALES', 'SHORT', 'INDEX_START', 'INDEX_END', 'HEADLINE', 'CLAIMS_START', 'CLAIMS_END', 'CLAIMS_PAGE',
+           'sensitive_options', 'sensitivity_of', 'report_claims', 'claims_table', 'claims_markdown', 'counts',
+           'report_row', 'index_rows', 'index_markdown', 'write_index', 'claims_section', 'write_claims']
 
 # %% ../../nbs/80c_repro_summary.ipynb #59d13313
 SCALES = ("quick", "cpu", "gpu", "paper")                     # the columns, in order (smoke reports judge nothing)
@@ -166,13 +167,36 @@ def index_markdown(rows: list[dict]) -> str:
                  f"{r['device'] or '—'} | {r['runs']} | {_hours(r['train_seconds']) + miss} | {head.replace('|', '/')} | {tally} |")
     return "\n".join(L) + "\n"
 
-def write_index(page="reports/README.md", reports_dir="reports") -> int:
-    "Rewrite `page`'s part between INDEX_START and INDEX_END with the index of `reports_dir`; the number of reports."
-    f, rows = Path(page), index_rows(reports_dir)
+def _rewrite(page, start: str, end: str, body: str, what: str) -> None:
+    "Replace `page`'s part between its lines `start` and `end` with `body`; a one-line error when they are not there once each."
+    f = Path(page)
     try: text = f.read_text()
     except OSError as e: raise InputError(f"{f}: cannot read it ({type(e).__name__})") from None
-    if text.count(INDEX_START) != 1 or text.count(INDEX_END) != 1 or text.index(INDEX_START) > text.index(INDEX_END):
-        raise InputError(f"{f} needs one line {INDEX_START} and one line {INDEX_END} after it around the index")
-    head, rest = text.split(INDEX_START); _, tail = rest.split(INDEX_END)
-    f.write_text(head + INDEX_START + "\n" + index_markdown(rows) + INDEX_END + tail)
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise InputError(f"{f} needs one line {start} and one line {end} after it around the {what}")
+    head, rest = text.split(start); _, tail = rest.split(end)
+    f.write_text(head + start + "\n" + body + end + tail)
+
+def write_index(page="reports/README.md", reports_dir="reports") -> int:
+    "Rewrite `page`'s part between INDEX_START and INDEX_END with the index of `reports_dir`; the number of reports."
+    rows = index_rows(reports_dir)
+    _rewrite(page, INDEX_START, INDEX_END, index_markdown(rows), "index")
     return len(rows)
+
+CLAIMS_START, CLAIMS_END = "<!-- claims:start -->", "<!-- claims:end -->"
+CLAIMS_PAGE = "docs/claims.md"                # the page of the repository that shows the claims table
+
+def claims_section(reports_dir="reports", page=None) -> tuple[str, int]:
+    """(the claims of `reports_dir` as markdown: a tally per scale, then the table with its links relative to `page`'s
+    folder, or to here with each claim's source when `page` is None; the number of claims)."""
+    import os
+    rows = claims_table(reports_dir)
+    tally = "; ".join(f"{s}: " + ", ".join(f"{n} {v}" for v, n in sorted(counts(rows, s).items())) for s in SCALES if counts(rows, s))
+    prefix = Path(reports_dir if page is None else os.path.relpath(reports_dir, Path(page).parent)).as_posix()
+    return f"{len(rows)} claims ({tally}).\n\n" + claims_markdown(rows, link_prefix=f"{prefix}/", sources=page is None), len(rows)
+
+def write_claims(page=CLAIMS_PAGE, reports_dir="reports") -> int:
+    "Rewrite `page`'s part between CLAIMS_START and CLAIMS_END with `claims_section`; the number of claims."
+    body, n = claims_section(reports_dir, page)
+    _rewrite(page, CLAIMS_START, CLAIMS_END, body, "claims section")
+    return n
