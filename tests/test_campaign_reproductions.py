@@ -250,3 +250,13 @@ def test_every_cpu_reproduction_can_claim_its_committed_folder_keeping_a_former_
             assert moved == out / "history" / f"seeds-{min(m['seeds'])}-{max(m['seeds'])}" and (moved / "metrics.json").is_file()
         checked.append(name)
     assert len(checked) >= 3, checked                        # dipvae, tcwae, invariance (and contrastive once it is done)
+
+
+def test_a_page_without_its_markers_is_left_as_it_is(tmp_path):
+    "A checkout's page of the user's own (no generated section) is said and kept, never a failed stage."
+    from disentbook.campaign.reproductions import refresh_pages
+    (tmp_path / "reports").mkdir(); (tmp_path / "reports" / "README.md").write_text("mine\n")
+    said = []
+    refresh_pages(tmp_path, said.append)
+    assert len(said) == 1 and "left as it is" in said[0] and "index:start" in said[0]
+    assert (tmp_path / "reports" / "README.md").read_text() == "mine\n"

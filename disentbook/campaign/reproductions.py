@@ -208,10 +208,13 @@ def refresh_pages(root, say=print) -> None:
     """In a checkout, the pages generated from the reports (`reports/README.md`'s index, `docs/claims.md`'s claims table)
     written again once a report is finished or moved to history: commit them with `reports/` (`git add -A reports docs`)
     and a clean clone's pages match its reports."""
+    from disentbook.core import InputError
     from disentbook.repro.summary import CLAIMS_PAGE, write_claims, write_index
     root = Path(root); reports = root / "reports"
     for page, write, what in ((reports / "README.md", write_index, "reports"), (root / CLAIMS_PAGE, write_claims, "claims")):
-        if page.is_file(): say(f"{page.relative_to(root).as_posix()}: written again ({write(page, reports)} {what})")
+        if not page.is_file(): continue
+        try: say(f"{page.relative_to(root).as_posix()}: written again ({write(page, reports)} {what})")
+        except InputError as e: say(f"{page.relative_to(root).as_posix()}: left as it is ({e})")   # a page of the user's own
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #1662a508
 def runs_of(root, name: str, reproductions: dict | None = None) -> tuple[list[Path], list[Path]]:
