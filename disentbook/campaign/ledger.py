@@ -7,7 +7,7 @@ from __future__ import annotations
 import json, os, platform, re, time
 from pathlib import Path
 
-from ..core import DisentbookError
+from ..core import DisentbookError, atomic_path
 
 # %% auto #0
 __all__ = ['LEDGER', 'WORK', 'CPU_PRECISION', 'CampaignError', 'read_ledger', 'write_atomic', 'write_json_atomic', 'write_stage',
@@ -36,10 +36,8 @@ def read_ledger(path: str | os.PathLike) -> dict:
     return d
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:
-    "Write `data` to `path` through a temporary file and a rename (a kill leaves the old file or the new one)."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data); os.replace(tmp, path)
+    "Write `data` to `path` through a temporary file and a rename (`core.atomic_path`: a kill leaves the old file or the new one)."
+    with atomic_path(path) as tmp: tmp.write_bytes(data)
 
 def write_json_atomic(path: str | os.PathLike, obj) -> None:
     "Write `obj` as JSON to `path` (`write_atomic`)."

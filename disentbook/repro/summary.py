@@ -6,7 +6,7 @@
 from __future__ import annotations
 from pathlib import Path
 
-from ..core import InputError
+from ..core import InputError, atomic_path
 from .declare import PAPERS
 from .harness import read_metrics
 
@@ -175,7 +175,7 @@ def _rewrite(page, start: str, end: str, body: str, what: str) -> None:
     if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
         raise InputError(f"{f} needs one line {start} and one line {end} after it around the {what}")
     head, rest = text.split(start); _, tail = rest.split(end)
-    f.write_text(head + start + "\n" + body + end + tail)
+    with atomic_path(f) as tmp: tmp.write_text(head + start + "\n" + body + end + tail)     # a kill keeps the old page
 
 def write_index(page="reports/README.md", reports_dir="reports") -> int:
     "Rewrite `page`'s part between INDEX_START and INDEX_END with the index of `reports_dir`; the number of reports."
