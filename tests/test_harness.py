@@ -560,3 +560,36 @@ def test_a_committed_report_rejudged_prints_the_gates_its_claims_declare(tmp_pat
     assert f"    - the gates this claim asks, declared with it: " in md
     assert ("    - per seed, Rb-VAE: avg_mae seed 0" in md) == per_seed
     if paper == "vae": assert "MIG" not in c["gates"] and c["verdict"] == HOLDS
+
+
+def test_a_run_still_training_is_ignored_by_git_and_shows_once_evaluated(toy, tmp_path, monkeypatch):
+    """A reproduction cut while a run trains leaves that run's folder on the disk (to resume) and out of `git status` /
+    `git add` under the checkout's own .gitignore; finished runs' small files show; once the cut run is evaluated its
+    files show too. Fails where an unfinished run's settings and partial history show as untracked files."""
+    import shutil, subprocess
+    from disentbook.repro import runs as runs_mod
+    fn, calls = toy
+    n = len(calls)
+    shutil.copy(Path(__file__).resolve().parents[1] / ".gitignore", tmp_path / ".gitignore")
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, text=True, check=True).stdout
+    git("init", "-q")
+    out = tmp_path / "reports" / "toy-quick"
+    real = runs_mod._evaluate_run
+    class Cut(Exception): pass
+    def cut(job, *a, **k):
+        if job["spec"]["objective"] == "beta_vae" and int(job["seed"]) == 4: raise Cut   # the budget ends here
+        return real(job, *a, **k)
+    monkeypatch.setattr(runs_mod, "_evaluate_run", cut)
+    with pytest.raises(Cut): fn("quick", out_dir=out, device="cpu", seed=3, runner="local")
+    cut_run = out / "runs" / "small" / "beta_vae_beta4" / "seed4"
+    assert (cut_run / "settings.json").is_file() and (cut_run / "train" / "history.csv").is_file()
+    shown = git("status", "--porcelain", "--untracked-files=all")
+    assert "vae/seed3/eval.json" in shown and "vae/seed3/settings.json" in shown
+    assert "beta_vae_beta4/seed4" not in shown, shown
+    monkeypatch.setattr(runs_mod, "_evaluate_run", real)
+    (out / ".lock").unlink(missing_ok=True)
+    fn("quick", out_dir=out, device="cpu", seed=3, resume=True, runner="local")
+    shown = git("status", "--porcelain", "--untracked-files=all")
+    for f in ("eval.json", "settings.json", "train/history.csv"): assert f"beta_vae_beta4/seed4/{f}" in shown, f
+    assert not (cut_run / ".gitignore").exists() and "checkpoint" not in shown
+    del calls[n:]                                                   # the fixture's count, as the other tests expect it

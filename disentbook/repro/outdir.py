@@ -10,7 +10,8 @@ from pathlib import Path
 from ..core import InputError, write_json
 
 # %% auto #0
-__all__ = ['RUN_TRAINING', 'MODEL_FIGURES', 'prepare_out', 'release_out', 'located', 'share_training']
+__all__ = ['IN_FLIGHT', 'IN_FLIGHT_TEXT', 'RUN_TRAINING', 'MODEL_FIGURES', 'prepare_out', 'release_out', 'mark_in_flight',
+           'mark_finished', 'located', 'share_training']
 
 # %% ../../nbs/80i_repro_outdir.ipynb #382b571e
 def prepare_out(out: Path, overwrite: bool = False, resume: bool = False) -> Path:
@@ -45,6 +46,26 @@ def _pid_alive(pid: int) -> bool:
 def release_out(out: Path):
     "Remove `out`'s lock file."
     (Path(out) / ".lock").unlink(missing_ok=True)
+
+# %% ../../nbs/80i_repro_outdir.ipynb #5781c8de
+IN_FLIGHT = ".gitignore"                 # in a run folder while the run trains (see above)
+IN_FLIGHT_TEXT = ("# a run still training: git ignores its files (a checkpoint with the optimizer's state, a partial history)"
+                  " until its eval.json is written\n*\n")
+
+def mark_in_flight(run: Path) -> Path:
+    "Make git ignore the run folder `run` while it trains: a `.gitignore` of `*` in it. Returns the file."
+    run = Path(run); run.mkdir(parents=True, exist_ok=True)
+    f = run / IN_FLIGHT
+    if not f.exists() or f.read_text() == IN_FLIGHT_TEXT: f.write_text(IN_FLIGHT_TEXT)
+    return f
+
+def mark_finished(run: Path) -> bool:
+    "Undo `mark_in_flight` once the run's eval.json is written (a `.gitignore` of other text stays). True if one was removed."
+    f = Path(run) / IN_FLIGHT
+    try:
+        if f.read_text() != IN_FLIGHT_TEXT: return False
+    except OSError: return False
+    f.unlink(missing_ok=True); return True
 
 # %% ../../nbs/80i_repro_outdir.ipynb #1ce44f5c
 RUN_TRAINING = ("train/history.csv", "losses.png")    # what a run's training leaves beside its evaluation (eval.json);

@@ -18,6 +18,7 @@ from ..training.checkpoints import read_checkpoint_config
 from ..training.config import TrainConfig
 from ..training.run import RunSpec, bound_objective, build_run
 from .declare import PAPERS, Paper, curve_lengths
+from .outdir import mark_finished, mark_in_flight
 
 # %% auto #0
 __all__ = ['CPU_CKPT_EVERY', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'train_data', 'data_size', 'default_model',
@@ -191,6 +192,7 @@ def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dic
              eval_seconds=active_time() - t0, steps=trainer.step,
              train_terms={k: float(v) for k, v in last.items() if k != "step"}, mode=mode)
     write_json(dict(settings=run_settings(job), spec=spec, mode=mode, metrics=m), out / "eval.json")
+    mark_finished(out)
     return m
 
 # %% ../../nbs/80f_repro_runs.ipynb #f7cf3786
@@ -279,7 +281,7 @@ def train_group(jobs: list[dict], runner: str = "local", ray_address: str | None
 
 # %% ../../nbs/80f_repro_runs.ipynb #6b6c1fad
 def _pending(job: dict):
-    "The saved metrics of a finished run with the same settings, else None (then `settings.json` is (re)written)."
+    "The saved metrics of a finished run with the same settings, else None (then `settings.json` is (re)written and the folder marked in flight)."
     out, settings = run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])), run_settings(job)
     ej, sj = out / "eval.json", out / "settings.json"
     if ej.exists():
@@ -287,6 +289,7 @@ def _pending(job: dict):
         if saved.get("settings") == settings: return saved["metrics"]
     if sj.exists() and json.loads(sj.read_text()) != settings and (out / "train").exists():
         shutil.rmtree(out / "train")                                      # another configuration: start afresh
+    mark_in_flight(out)                                                   # git leaves it alone until its eval.json
     write_json(settings, sj)
     return None
 
