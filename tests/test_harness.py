@@ -592,4 +592,9 @@ def test_a_run_still_training_is_ignored_by_git_and_shows_once_evaluated(toy, tm
     shown = git("status", "--porcelain", "--untracked-files=all")
     for f in ("eval.json", "settings.json", "train/history.csv"): assert f"beta_vae_beta4/seed4/{f}" in shown, f
     assert not (cut_run / ".gitignore").exists() and "checkpoint" not in shown
+    # a call stopped between a run's eval.json and the marker's removal: the next call that reuses the run removes it
+    from disentbook.repro.outdir import mark_in_flight
+    mark_in_flight(cut_run); (out / ".lock").unlink(missing_ok=True)
+    fn("quick", out_dir=out, device="cpu", seed=3, resume=True, runner="local")
+    assert not (cut_run / ".gitignore").exists()
     del calls[n:]                                                   # the fixture's count, as the other tests expect it

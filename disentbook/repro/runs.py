@@ -286,7 +286,9 @@ def _pending(job: dict):
     ej, sj = out / "eval.json", out / "settings.json"
     if ej.exists():
         saved = json.loads(ej.read_text())
-        if saved.get("settings") == settings: return saved["metrics"]
+        if saved.get("settings") == settings:
+            mark_finished(out)                                            # a call stopped between the two writes
+            return saved["metrics"]
     if sj.exists() and json.loads(sj.read_text()) != settings and (out / "train").exists():
         shutil.rmtree(out / "train")                                      # another configuration: start afresh
     mark_in_flight(out)                                                   # git leaves it alone until its eval.json
