@@ -120,8 +120,9 @@ def test_the_declared_order_puts_each_reproduction_after_the_curves_its_length_n
 
 
 def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_reports_runs_away(tmp_path):
-    """`--carry` while a reproduction stage is not done: its runs' checkpoints reach a fresh clone (unless the committed files
-    would pass the size aim); once done, only they leave."""
+    """`--carry` while a reproduction stage is not done: its finished runs' small files go in the index, its runs'
+    checkpoints (optimizer state) only with `checkpoints`, then they reach a fresh clone (unless the committed files
+    would pass the size aim); a plain `--carry` takes a carried checkpoint out again; once done, only they leave."""
     import shutil
     from disentbook.campaign.ledger import LEDGER, write_stage
     from disentbook.campaign.stages import CARRY_MIN_SECONDS, carry
@@ -143,14 +144,20 @@ def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_rep
     git("add", "-A"); git("commit", "-qm", "first")                                  # a report's run files: not ignored
     base = set(git("ls-files").split())
     assert set(done) <= base and not set(live) & base
-    now, old, left = carry(root, aim=1)          # no room left under the repository's size aim: the checkpoint stays out
+    now, old, left = carry(root)                 # the default: no checkpoint, whatever the budget
+    assert not any("/checkpoint/" in p for p in now) and not old
+    assert [p.relative_to(root).as_posix() for p in left] == [live[0].rsplit("/", 1)[0]]
+    assert set(git("ls-files").split()) == base  # the finished runs' files were committed already: nothing new staged
+    now, old, left = carry(root, aim=1, checkpoints=True)   # no room left under the size aim: the checkpoint stays out
     assert not set(live) & set(now) and not old and [p.relative_to(root).as_posix() for p in left] == [live[0].rsplit("/", 1)[0]]
-    now, old, left = carry(root)
+    now, old, left = carry(root, checkpoints=True)
     assert set(live) <= set(now) and not old and not left and not any("seed2" in p for p in now)
     git("commit", "-qm", "carry")
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True, capture_output=True)
     assert all((clone / p).read_bytes() == (root / p).read_bytes() for p in live + done)
+    now, old, left = carry(clone)                # a plain --carry in the clone: the carried checkpoint leaves the index
+    assert sorted(old) == sorted(live) and all((clone / p).is_file() for p in live) and not any("/checkpoint/" in p for p in now)
     # the run finished and the stage done: its checkpoint leaves the index (not the disk); the runs' files stay committed
     put(f"{runs}/seed0/eval.json"); git("add", "-A")
     write_stage(root / LEDGER, "reproduce-refvae", dict(status="ok"))

@@ -182,9 +182,10 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
         else: left.append(files[0].parent)
     return sorted(keep), left
 
-def carry(root, aim: int = TRACKED_AIM) -> tuple[list[str], list[str], list[Path]]:
-    """Put `carried_paths` in git's index (forced: run folders are ignored) within what keeps the committed files under
-    `aim` bytes; take out checkpoints carried before and no longer needed."""
+def carry(root, aim: int = TRACKED_AIM, checkpoints: bool = False) -> tuple[list[str], list[str], list[Path]]:
+    """Put `carried_paths` in git's index (forced: run folders are ignored): the checkpoints of runs still training only
+    with `checkpoints` (they hold the optimizer's state), within what keeps the committed files under `aim` bytes; take
+    out checkpoints carried before and no longer carried. (carried, taken out, checkpoint folders left out)."""
     root = Path(root)
     def git(*a):
         r = subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True)
@@ -195,7 +196,7 @@ def carry(root, aim: int = TRACKED_AIM) -> tuple[list[str], list[str], list[Path
     tracked |= {p for p in git("ls-files", "-z", "--", *runs).split("\0") if "/checkpoint/" in p}   # a report's run files stay
     others = sum((root / p).stat().st_size for p in git("ls-files", "-z").split("\0")
                  if p and p not in tracked and (root / p).is_file())
-    keep, left = carried_paths(root, budget=max(0, min(CARRY_BUDGET, aim - others)))
+    keep, left = carried_paths(root, budget=max(0, min(CARRY_BUDGET, aim - others)) if checkpoints else 0)
     now = {p.relative_to(root).as_posix() for p in keep}
     old = sorted(tracked - now)
     if old: git("rm", "-q", "--cached", "--", *old)
@@ -214,8 +215,11 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    "cut runs' checkpoints, in parts that one job may bring back (8 files, 16 MiB each)")
     g.add_argument("--unpack", metavar="DIR", help="put a --pack's parts into this checkout (a finished stage's references "
                    "are measured here)")
-    g.add_argument("--carry", action="store_true", help="put the curves and the checkpoints of runs still training in "
-                   "git's index (within a size budget), so that a new checkout goes on from them; commit after")
+    g.add_argument("--carry", action="store_true", help="put the curves and the finished runs' small files of stages "
+                   "not done in git's index, so that a new checkout goes on from them; commit after")
+    p.add_argument("--with-checkpoints", action="store_true", help="with --carry: the checkpoints of runs still training "
+                   "too (they hold the optimizer's state: for a branch that moves work to another machine), within a size "
+                   "budget")
     p.add_argument("--budget", default="150m", help="wall budget of this call (e.g. 150m, 2h): no chunk starts that would not end within it")
     p.add_argument("--root", default=".", help="the folder the campaign works in (a checkout)")
     return p
@@ -236,11 +240,14 @@ def run(a, say=print) -> int:
                                                          if man["left_out"] else ""))
         return 0
     if a.unpack: transport.unpack(root, Path(a.unpack), say); return 0
+    if a.with_checkpoints and not a.carry: raise CampaignError("--with-checkpoints goes with --carry")
     if a.carry:
-        now, old, left = carry(root)
+        now, old, left = carry(root, checkpoints=a.with_checkpoints)
         say(f"carried {len(now)} file(s) ({sum((root / p).stat().st_size for p in now) / 1e6:.1f} MB)"
             + (f"; {len(old)} no longer needed taken out of the index" if old else "") + ": commit them")
-        for p in left: say(f"  not carried (over the size budget; trained again from its seed): {p.relative_to(root)}")
+        why = ("over the size budget" if a.with_checkpoints else
+               "it holds the optimizer's state: kept on this disk, where the next call goes on from it; --with-checkpoints carries it")
+        for p in left: say(f"  not carried ({why}; a fresh clone trains it again from its seed): {p.relative_to(root)}")
         return 0
     led = read_ledger(root / LEDGER)["stages"]
     if a.list:
