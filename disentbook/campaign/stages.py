@@ -8,7 +8,8 @@ import argparse, datetime, json, signal, subprocess, sys, threading, time
 from pathlib import Path
 
 from .curves import default_workers, horizon, read_curve, train_curves, train_seeds
-from .ledger import LEDGER, WORK, CampaignError, Clock, machine, parse_budget, read_ledger, write_atomic, write_stage
+from .ledger import (LEDGER, WORK, CampaignError, Clock, call_running, machine, one_call, parse_budget,
+    read_ledger, write_atomic, write_stage)
 from . import papers, reproductions, transport, zoo
 
 # %% auto #0
@@ -251,15 +252,18 @@ def run(a, say=print) -> int:
         return 0
     led = read_ledger(root / LEDGER)["stages"]
     if a.list:
+        live = call_running(root)
         for s, (what, _) in stages().items():
             st = led.get(s, {}).get("status", "not started")
+            if st == "running" and live is False: st = "partial"    # its call was killed before it could write the stage's end
             say(f"{s:26s} {st:12s} {progress(root, s):30s} {what}")
         return 0
     clock = Clock(parse_budget(a.budget), pause_file(root), say)
     if threading.current_thread() is threading.main_thread():    # a job limit's kill: recorded as partial
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if a.stage: say(f"stage {a.stage}: {run_stage(root, a.stage, clock, say)}")
-    else: run_next(root, clock, say) or say("every stage is done")
+    with one_call(root):                                        # two calls would train the same runs into the same folders
+        if a.stage: say(f"stage {a.stage}: {run_stage(root, a.stage, clock, say)}")
+        else: run_next(root, clock, say) or say("every stage is done")
     return 0
 
 def main(argv=None) -> int:
