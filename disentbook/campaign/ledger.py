@@ -111,8 +111,9 @@ def one_call(root):
     the first). The system drops the lock when the holding process ends, however it ends."""
     if fcntl is None: yield; return
     f = Path(root) / CALL_LOCK
-    f.parent.mkdir(parents=True, exist_ok=True)
-    with open(f, "a+") as h:
+    try: f.parent.mkdir(parents=True, exist_ok=True); h = open(f, "a+")
+    except OSError as e: raise CampaignError(f"cannot write the campaign's lock {f}: {e.strerror}") from None
+    with h:
         if not _try_lock(h):
             h.seek(0); who = h.read().strip() or "another process"
             where = "this folder" if str(root) in ("", ".") else str(root)
