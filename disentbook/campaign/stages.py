@@ -195,9 +195,12 @@ def carry(root, aim: int = TRACKED_AIM, checkpoints: bool = False) -> tuple[list
     tracked = {p for p in git("ls-files", "-z", "--", (WORK / "zoo").as_posix(), (WORK / "papers").as_posix()).split("\0") if p}
     runs = [(reproductions.REPRODUCTIONS[n].folder(".") / "runs").as_posix() for n in reproductions.REPRODUCTIONS]
     tracked |= {p for p in git("ls-files", "-z", "--", *runs).split("\0") if "/checkpoint/" in p}   # a report's run files stay
-    others = sum((root / p).stat().st_size for p in git("ls-files", "-z").split("\0")
-                 if p and p not in tracked and (root / p).is_file())
-    keep, left = carried_paths(root, budget=max(0, min(CARRY_BUDGET, aim - others)) if checkpoints else 0)
+    budget = 0                                                  # no checkpoint: the rest of the tree need not be sized
+    if checkpoints:
+        others = sum((root / p).stat().st_size for p in git("ls-files", "-z").split("\0")
+                     if p and p not in tracked and (root / p).is_file())
+        budget = max(0, min(CARRY_BUDGET, aim - others))
+    keep, left = carried_paths(root, budget=budget)
     now = {p.relative_to(root).as_posix() for p in keep}
     old = sorted(tracked - now)
     if old: git("rm", "-q", "--cached", "--", *old)
