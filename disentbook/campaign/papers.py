@@ -31,7 +31,7 @@ SETTINGS_SCALE = "quick"       # the scale whose settings the curves take (the c
 CURVE_SEEDS = (0, 1, 2)
 CHUNK = 1000
 CURVES = Path("benchmarks") / "curves" / "papers"
-# the papers whose runs keep their conv weights channels-last while they train on a CPU in fp32: their dSprites conv64
+# the papers whose runs keep their conv weights channels-last while they train on a CPU, fp32 included: their dSprites conv64
 # models ran 1.10-1.53x the default layout's images/s on a 2-core EPYC (`benchmarks/bench_channels_last.py --paper NAME`,
 # `benchmarks/channels_last_NAME.json`); the 28-32 px models of contrastive, refvae and invariance 0.85-1.38x, no clear
 # gain, so they keep the default. The floating-point noise of another kernel, not another recipe: outside a curve's
