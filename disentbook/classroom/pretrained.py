@@ -307,10 +307,20 @@ def store_pretrained(model: torch.nn.Module, card: dict, dest, control_seeds=())
     """Store `model` in `dest` as pretrained model `card['name']`: `NAME.pt`, its float16 `state_dict`, and `NAME.json`,
     `card` with the model's config and the weights' file name, dtype, size, sha256 and parameter count; then the metrics
     measured on the stored weights (`measure`), its gate (`check_gate`) and, with `control_seeds`, the gate's metrics on
-    untrained networks (`untrained_control`). The card is written without metrics first (`measure` reads it). Returns it."""
+    untrained networks (`untrained_control`). Both files are written and measured in a folder beside them and moved in
+    at the end: a failure leaves `dest` as it was. Returns the card."""
+    import os, shutil
     if not isinstance(card.get("name"), str) or not card["name"]: raise InputError("store_pretrained: the card needs a 'name'")
     name, dest = card["name"], Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
+    work = dest / f".{name}.storing"
+    shutil.rmtree(work, ignore_errors=True); work.mkdir(parents=True)
+    try: card = _store(model, card, name, work, control_seeds)
+    except BaseException: shutil.rmtree(work, ignore_errors=True); raise
+    for f in (f"{name}.pt", f"{name}.json"): os.replace(work / f, dest / f)
+    work.rmdir()
+    return card
+
+def _store(model, card: dict, name: str, dest: Path, control_seeds) -> dict:
     weights = dest / f"{name}.pt"
     torch.save({k: v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu() for k, v in model.state_dict().items()},
                weights)
