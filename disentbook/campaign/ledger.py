@@ -11,7 +11,7 @@ from ..core import DisentbookError, atomic_path
 
 # %% auto #0
 __all__ = ['LEDGER', 'WORK', 'CPU_PRECISION', 'CALL_LOCK', 'CampaignError', 'read_ledger', 'write_atomic', 'write_json_atomic',
-           'write_stage', 'machine', 'parse_budget', 'Clock', 'one_call', 'call_running']
+           'write_stage', 'machine', 'emulated', 'parse_budget', 'Clock', 'one_call', 'call_running']
 
 # %% ../../nbs/89b_campaign_ledger.ipynb #c1853f1c
 class CampaignError(DisentbookError):
@@ -62,6 +62,12 @@ def machine() -> dict:
     import torch
     from disentbook.core import cpu_name
     return dict(cpu=cpu_name(), cores=os.cpu_count(), torch=torch.__version__, python=platform.python_version())
+
+def emulated(precision: str | None) -> dict:
+    """{'bf16_emulated': True} for a run in bf16 on a CPU without native bf16 (it goes on as it began, much slower: a
+    measured row says so beside its seconds), else {}."""
+    from disentbook.core import cpu_native_bf16
+    return {"bf16_emulated": True} if precision == "bf16" and not cpu_native_bf16() else {}
 
 # %% ../../nbs/89b_campaign_ledger.ipynb #6920948b
 def parse_budget(text: str) -> float:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .curves import Subject, read_curve
 from .lengths import LengthRule
-from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, write_json_atomic
+from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, emulated, write_json_atomic
 
 # %% auto #0
 __all__ = ['RECIPES', 'SETTINGS', 'PRECISION', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'CURVE_IMAGES',
@@ -166,6 +166,7 @@ class ZooRecipe(Subject):
         row.update(seconds_eval=round(time.monotonic() - t0, 1),
                    train_seconds=round(float(cfg.get("train_seconds") or float("nan")), 1),
                    precision=cfg.get("precision") or _started_in(run), machine=cpu_name(), threads=torch.get_num_threads())
+        row.update(emulated(row["precision"]))
         keep = run / "kept" / f"step_{steps}"              # the weights at every measured length (packaging reads them)
         shutil.rmtree(keep, ignore_errors=True); shutil.copytree(run / "checkpoint", keep)
         return row
