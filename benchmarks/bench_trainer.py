@@ -9,9 +9,12 @@ bf16 costs where it is emulated (a run keeps the precision it began in, wherever
 the trainer in fp32 with channels-last weights (the CPU campaign's settings) as one process on every core, then as one
 single-threaded process per core all at once: the images/s a machine gives independent runs either way; with
 `--paper NAME`, each headline row of that reproduction's `cpu` scale (its model, objective, sampler and batch, fp32):
-seconds per step either way and the machine's steps per second in processes over one process.
+seconds per step either way and the machine's steps per second in processes over one process. `--processes --paper NAME
+--precision-ratio` times each row the way the CPU campaign's curves train it (one single-threaded process per core at
+once, the row's layout as `campaign.papers.CHANNELS_LAST` says) in fp32 and in bf16 autocast, interleaved: the seconds
+per step of each and bf16's speed over fp32's.
 
-    python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda] [--compile | --isa | --processes [--paper NAME]]
+    python benchmarks/bench_trainer.py [--steps 150] [--repeats 3] [--device cpu|cuda] [--compile | --isa | --processes [--paper NAME [--precision-ratio]]]
 
 Every loop indexes the same uint8 image tensor (a materialised subset of procedural dSprites) on the device, uses the
 same Adam, and runs the same number of steps after a warm-up; the trainer logs every 50 steps (its only host
@@ -97,13 +100,17 @@ def paper_rows(name: str) -> dict:
     return first
 
 
-def paper_seconds_per_step(name: str, slug: str, steps: int) -> float:
-    "Seconds per step of row `slug`'s trainer (`repro.runs.build_trainer`, fp32, nothing written) after 10 warm-up steps."
+def paper_seconds_per_step(name: str, slug: str, steps: int, precision: str = "fp32", campaign_layout: bool = False) -> float:
+    """Seconds per step of row `slug`'s trainer (`repro.runs.build_trainer`, in `precision`, nothing written) after 10
+    warm-up steps; `campaign_layout`: the conv weights' layout as the campaign's curves set it (`campaign.papers.CHANNELS_LAST`)."""
     from disentbook.repro.runs import build_trainer
     job = paper_rows(name)[slug]
+    opts = {**job.get("options", {}), "precision": precision}
+    if campaign_layout:
+        from disentbook.campaign.papers import CHANNELS_LAST
+        opts["channels_last"] = CHANNELS_LAST.get(name)
     with tempfile.TemporaryDirectory() as d:
-        tr, _, _ = build_trainer(dict(job, out=d, progress=False, options={**job.get("options", {}), "precision": "fp32"}),
-                                 steps=10**6)
+        tr, _, _ = build_trainer(dict(job, out=d, progress=False, options=opts), steps=10**6)
         tr.out_dir = None                                   # no checkpoint inside the timed steps
         tr.fit(10); t = time.perf_counter(); tr.fit(steps)
         return (time.perf_counter() - t) / steps
@@ -127,9 +134,10 @@ def process_rows(a) -> None:
     print(f"median images/s: one process x {cores} threads {t:.1f}, {cores} processes x 1 thread {s:.1f} in all; ratio {s / t:.2f}x")
 
 
-def start_child(a, threads: int, slug: str | None = None):
+def start_child(a, threads: int, slug: str | None = None, precision: str | None = None):
     "A fresh process timing the trainer on `threads` threads (`--trainer-only`): the β-VAE's images/s, or row `slug`'s seconds per step."
     row = ["--paper", a.paper, "--row", slug] if slug else []
+    if slug and precision: row += ["--child-precision", precision]
     return subprocess.Popen([sys.executable, __file__, "--trainer-only", str(threads), "--device", "cpu", "--steps",
                              str(a.steps), "--batch", str(a.batch), "--subset", str(a.subset), *row],
                             env=dict(os.environ, OMP_NUM_THREADS=str(threads)), stdout=subprocess.PIPE, text=True)
@@ -142,8 +150,27 @@ def rate(p) -> float:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def precision_rows(a, cores: int) -> None:
+    """`--processes --paper NAME --precision-ratio`: each cpu row as one single-threaded process per core at once (the
+    campaign's curves), in fp32 and then in bf16, repeats interleaved; seconds per step of each process, medians, ratio."""
+    from disentbook.core import cpu_native_bf16
+    print(f"{a.paper} cpu rows, {cores} single-threaded processes at once, the campaign's layout, {a.steps} timed steps, "
+          f"{a.repeats} interleaved repeats (seconds per step of each process); this CPU "
+          f"{'has' if cpu_native_bf16() else 'has no'} native bf16")
+    for slug in paper_rows(a.paper):
+        got = {"fp32": [], "bf16": []}
+        for r in range(a.repeats):
+            for prec in got:
+                got[prec] += [rate(p) for p in [start_child(a, 1, slug, prec) for _ in range(cores)]]
+            print(f"  {slug:32s} repeat {r}: fp32 {', '.join(f'{v:.4f}' for v in got['fp32'][-cores:])}; "
+                  f"bf16 {', '.join(f'{v:.4f}' for v in got['bf16'][-cores:])}", flush=True)
+        f, b = statistics.median(got["fp32"]), statistics.median(got["bf16"])
+        print(f"{slug}: median seconds per step fp32 {f:.4f}, bf16 {b:.4f}; bf16's steps per second {f / b:.2f}x fp32's", flush=True)
+
+
 def paper_process_rows(a, cores: int) -> None:
     "`--processes --paper NAME`: each cpu row's seconds per step as one process on every core and as one process per core at once."
+    if a.precision_ratio: return precision_rows(a, cores)
     print(f"{a.paper} cpu rows, fp32, {a.steps} timed steps, {cores} cores, {a.repeats} interleaved repeats (seconds per step)")
     for slug in paper_rows(a.paper):
         gains = []
@@ -167,14 +194,20 @@ def main():
                    help="the trainer as one process on every core against one single-threaded process per core (CPU)")
     p.add_argument("--bare-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--paper", help="with --processes: the cpu rows of this reproduction instead of the β-VAE")
+    p.add_argument("--precision-ratio", action="store_true",
+                   help="with --processes --paper: each row in fp32 and in bf16, single-threaded processes (the campaign's curves)")
     p.add_argument("--trainer-only", type=int, help=argparse.SUPPRESS); p.add_argument("--row", help=argparse.SUPPRESS)
+    p.add_argument("--child-precision", help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.precision_ratio and not (a.processes and a.paper): p.error("--precision-ratio goes with --processes --paper NAME")
     if a.isa: return isa_rows(a)
     if a.processes: return process_rows(a)
     dev = default_device(a.device)
     if a.trainer_only:
         torch.set_num_threads(a.trainer_only)
-        if a.paper: return print(json.dumps(paper_seconds_per_step(a.paper, a.row, a.steps)))
+        if a.paper:
+            prec = a.child_precision or "fp32"
+            return print(json.dumps(paper_seconds_per_step(a.paper, a.row, a.steps, prec, campaign_layout=bool(a.child_precision))))
         data = DSprites().subset(posX=range(0, 32, a.subset), posY=range(0, 32, a.subset)).to(dev)
         return print(json.dumps(trainer_loop(data, a.steps, a.batch, dev, "fp32", channels_last=True)))
     if a.bare_only:

@@ -57,6 +57,7 @@ def _trainer(slug: str, seed: int, steps: int):
     from disentbook.repro.runs import build_trainer
     row = PaperRow("invariance", slug)
     job = dict(row.job(ROOT, seed), out=str(WORK / slug / f"seed{seed}"))
+    job["options"] = {**job["options"], "precision": "fp32"}      # as its measurements so far, whatever the campaign's
     trainer, data, cfg = build_trainer(job, steps=steps, ckpt_every=CHUNK)
     return trainer, data, cfg, row
 

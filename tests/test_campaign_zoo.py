@@ -151,7 +151,8 @@ def test_the_index_of_the_shipped_models_is_generated_from_their_cards(tmp_path)
 def test_a_new_seed_trains_in_the_precision_its_curve_measured_so_far(tmp_path, monkeypatch):
     """A curve's seeds compute alike whichever machine trains them: a seed that starts from scratch takes the precision
     of the rows measured so far (here the one this machine's 'auto' would not choose), its checkpoint records it, and a
-    resumed seed keeps its own. No rows, or rows that already disagree: the recipe's own setting."""
+    resumed seed keeps its own. No rows, or rows that already disagree: the recipe's own setting ('auto': bf16 where the CPU
+    computes it natively)."""
     import warnings
     import disentbook.campaign.zoo as Z
     from disentbook.campaign.curves import read_curve
@@ -175,7 +176,10 @@ def test_a_new_seed_trains_in_the_precision_its_curve_measured_so_far(tmp_path, 
         write_json(curve, z.curve_file(tmp_path))
         assert z.precision(tmp_path) is None           # rows disagree: nothing to follow
         assert z.train_to(tmp_path, 1, 20, Clock(600, say=lambda *a: None), say=lambda *a: None)   # goes on as it began
+        assert z.train_to(tmp_path, 3, 10, Clock(600, say=lambda *a: None), say=lambda *a: None)   # nothing to follow:
     assert read_checkpoint_config(z.run_dir(tmp_path, 1) / "checkpoint")["precision"] == other
+    here = resolve_precision("auto", "cpu")[0]                # bf16 where this CPU has it natively, fp32 elsewhere
+    assert Z.PRECISION == "auto" and read_checkpoint_config(z.run_dir(tmp_path, 3) / "checkpoint")["precision"] == here
 
 
 def test_a_curve_seed_at_its_last_measured_length_is_carried_while_its_curves_go_on(tmp_path):
@@ -197,3 +201,20 @@ def test_a_curve_seed_at_its_last_measured_length_is_carried_while_its_curves_go
     write_stage(tmp_path / LEDGER, "zoo-beta_vae_b4", dict(status="ok"))
     keep, _ = S.carried_paths(tmp_path)
     assert ck / "config.json" not in keep
+
+
+def test_every_committed_curve_record_is_read_by_its_subject_as_it_is():
+    """The records the campaign committed go on under the code that reads them now (a record is never rewritten to fit):
+    each zoo recipe's and each paper row's curve file in this checkout is accepted by its subject, the zoo's first
+    record with the precision it was written with among its settings included."""
+    import disentbook.campaign.zoo as Z
+    from disentbook.campaign.curves import read_curve
+    from disentbook.campaign.papers import PaperRow, headline
+    subjects = [Z.ZooRecipe(n) for n in Z.RECIPES] + [PaperRow(p, s) for p in ("contrastive",) for s in headline(p)[1]]
+    found = [s for s in subjects if s.curve_file(ROOT).is_file()]
+    assert {s.name for s in found} >= {"beta_tcvae", "contrastive/srb_vae"}
+    for s in found:
+        assert read_curve(ROOT, s)["seeds"] == json.loads(s.curve_file(ROOT).read_text())["seeds"]
+    assert "precision" in json.loads(Z.ZooRecipe("beta_tcvae").curve_file(ROOT).read_text())["settings"]
+    z = Z.ZooRecipe("beta_tcvae")
+    assert not z.same_identity("settings", dict(Z.SETTINGS, lr=1e-3, precision="fp32"), Z.SETTINGS)   # another lr still refused

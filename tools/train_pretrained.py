@@ -6,7 +6,9 @@
     python3 tools/train_pretrained.py srb_vae --from-run reports/refvae-cpu-former/runs/MNIST/srb_vae/seed0   # ship a reproduction's run
 
 Each model is trained by `disentbook.jobs.train_job`, exactly what the `disentbook train` command in its card runs (a
-recipe in `FROM_RUN` ships a finished reproduction run instead, and its card gives that reproduction's command), then stored as an fp16 `state_dict` (`NAME.pt`) beside a JSON card (`NAME.json`): model config, the command, steps,
+recipe in `FROM_RUN` ships a finished reproduction run instead, and its card gives that reproduction's command), then stored
+by `disentbook.classroom.pretrained.store_pretrained` (the one way every shipped model is stored, the zoo's too) as an fp16
+`state_dict` (`NAME.pt`) beside a JSON card (`NAME.json`): model config, the command, steps,
 seconds, device, the sha256 of the weights, and its metrics on the fixed evaluation set of
 `classroom.pretrained.EVALUATIONS`, measured on the fp16 weights loaded back as float32 (what `pretrained(name)`
 returns), so `tests/test_pretrained.py` can recompute them.
@@ -324,20 +326,14 @@ def _precision(run: Path) -> str:
 
 
 def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
-    "fp16 weights + card of recipe `name` in `dest`; the metrics are measured on the stored weights."
+    "fp16 weights + card of recipe `name` in `dest` (`classroom.pretrained.store_pretrained`: metrics on the stored weights)."
     from disentbook.classroom import pretrained as P
-    from disentbook.core import cpu_name, sha256_file
+    from disentbook.core import cpu_name
     from disentbook.training.checkpoints import load_model
     model = load_model(runs / name / "checkpoint", device="cpu")
-    dest.mkdir(parents=True, exist_ok=True)
-    weights = dest / f"{name}.pt"
-    torch.save({k: v.detach().cpu().half() if v.is_floating_point() else v.cpu() for k, v in model.state_dict().items()},
-               weights)
     method, dataset, params, data_params, _ = RECIPES[name]
     st = trained.get("settings") or settings(name)
-    card = dict(name=name, method=method, dataset=dataset, params=trained.get("params", params), data_params=data_params, model=model.config,
-                weights=weights.name, dtype="float16", bytes=weights.stat().st_size, sha256=sha256_file(weights),
-                num_parameters=sum(p.numel() for p in model.parameters()),
+    card = dict(name=name, method=method, dataset=dataset, params=trained.get("params", params), data_params=data_params,
                 train=dict(steps=trained["steps"], batch_size=st["batch_size"], lr=st["lr"], seed=st["seed"],
                            seconds=trained["seconds"], precision=st["precision"] if trained.get("from_run") else _precision(runs / name),
                            device=f"cpu ({cpu_name()}, {st['threads']} torch thread(s), 2 cores shared "
@@ -346,17 +342,8 @@ def package(name: str, runs: Path, trained: dict, dest: Path) -> dict:
                 command=trained.get("command") or command(name), **({"run": trained["run"]} if trained.get("from_run") else {}),
                 recipe=f"python3 tools/train_pretrained.py {name}" + (f" --from-run {trained['from_run']}" if trained.get("from_run") else ""),
                 note=_note(name, trained, None), evaluation=P.EVALUATIONS[dataset])
-    (dest / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")       # card without metrics first
-    t0 = time.perf_counter()
-    card["metrics"] = P.measure(name, root=dest)
-    card["evaluation_seconds"] = round(time.perf_counter() - t0, 1)
-    gate = P.check_gate(card, card["metrics"])
-    if gate is not None:
-        card["gate"] = gate
-        card["control"] = dict(what="the gate's metrics on untrained networks of this architecture (classroom.pretrained."
-                                    "untrained_control: nets.build_model(card['model']) after torch.manual_seed(seed))",
-                               seeds=[0, 1, 2], metrics=P.untrained_control(name, root=dest))
-    card["note"] = _note(name, trained, gate, card.get("control"), card["metrics"])
+    card = P.store_pretrained(model, card, dest, control_seeds=(0, 1, 2))
+    card["note"] = _note(name, trained, card.get("gate"), card.get("control"), card["metrics"])
     (dest / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")
     print(f"{name}: {card['bytes'] / 1e6:.2f} MB, metrics {card['metrics']}", flush=True)
     return card

@@ -26,6 +26,7 @@ class Subject:
     key, sign, more_seeds = "mig", 1, ()
     threads = None                                             # torch threads its runs train on (None: its own setting)
     def identity(self) -> dict: raise NotImplementedError      # what a committed record must match to be continued
+    def same_identity(self, key: str, recorded, now) -> bool: return recorded == now     # a record's `key` as this one's
     def curve_file(self, root) -> Path: raise NotImplementedError
     def run_dir(self, root, seed: int) -> Path: raise NotImplementedError    # the seed's run folder (a checkpoint/ inside)
     def check_run(self, root, seed: int) -> None: pass                       # refuse a run folder of something else
@@ -55,7 +56,7 @@ def read_curve(root, subj: Subject) -> dict:
     try: d = json.loads(f.read_text())
     except ValueError: raise CampaignError(f"{f} is not readable JSON; restore it with `git checkout {f}`") from None
     for k, v in subj.identity().items():
-        if d.get(k) != v:
+        if not subj.same_identity(k, d.get(k), v):
             raise CampaignError(f"{f} was measured with another {k} ({d.get(k)!r}, now {v!r}): a changed recipe is a pilot "
                                 "under a new name, never a continuation")
     return d

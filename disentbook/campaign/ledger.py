@@ -11,7 +11,7 @@ from ..core import DisentbookError, atomic_path
 
 # %% auto #0
 __all__ = ['LEDGER', 'WORK', 'CPU_PRECISION', 'CALL_LOCK', 'CampaignError', 'read_ledger', 'write_atomic', 'write_json_atomic',
-           'write_stage', 'machine', 'parse_budget', 'Clock', 'one_call', 'call_running']
+           'write_stage', 'machine', 'emulated', 'parse_budget', 'Clock', 'one_call', 'call_running']
 
 # %% ../../nbs/89b_campaign_ledger.ipynb #c1853f1c
 class CampaignError(DisentbookError):
@@ -19,10 +19,15 @@ class CampaignError(DisentbookError):
 
 LEDGER = Path("benchmarks") / "campaign.json"       # relative to the campaign's root (a checkout)
 WORK = Path("results") / "campaign"                 # working files: run folders, checkpoints (not committed)
-# the precision every CPU stage trains in: a stage spans machines, a run keeps the precision it began in, and only fp32 is
-# computed at full speed by every CPU (`benchmarks/bench_trainer.py --isa`: bf16 1.42x fp32's images/s where the CPU has
-# it, 0.38x with AVX-512 without bf16 and 0.10x with AVX2, where it is emulated)
-CPU_PRECISION = "fp32"
+# the precision a CPU stage's first run begins in: 'auto', bf16 autocast where the CPU computes it natively (AVX512-BF16
+# or AMX-BF16: seven of the package's methods trained 1.15-1.68x fp32's images/s and their bf16 seed means fell within
+# fp32's seed range widened by half, `benchmarks/precision.json`), fp32 elsewhere. A stage spans machines, so what its
+# first runs chose binds the rest: a run keeps the precision it began in (its checkpoint says it), a curve's new seed
+# takes its measured seeds' and a reproduction its curves' (`reproductions.stage_options`); a bf16 stage that moves to
+# a CPU without native bf16 goes on emulated, with a warning (`bench_trainer.py --isa`: 0.38x fp32's images/s with
+# AVX-512 alone, 0.10x with AVX2). Stages begun before this default (contrastive, refvae, zoo-beta_tcvae) are fp32 and
+# stay so
+CPU_PRECISION = "auto"
 
 def read_ledger(path: str | os.PathLike) -> dict:
     "The ledger at `path` ({'stages': {name: record}}); a missing file is an empty ledger, an unreadable one an error."
@@ -57,6 +62,12 @@ def machine() -> dict:
     import torch
     from disentbook.core import cpu_name
     return dict(cpu=cpu_name(), cores=os.cpu_count(), torch=torch.__version__, python=platform.python_version())
+
+def emulated(precision: str | None) -> dict:
+    """{'bf16_emulated': True} for a run in bf16 on a CPU without native bf16 (it goes on as it began, much slower: a
+    measured row says so beside its seconds), else {}."""
+    from disentbook.core import cpu_native_bf16
+    return {"bf16_emulated": True} if precision == "bf16" and not cpu_native_bf16() else {}
 
 # %% ../../nbs/89b_campaign_ledger.ipynb #6920948b
 def parse_budget(text: str) -> float:

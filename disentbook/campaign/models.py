@@ -4,7 +4,7 @@
 
 # %% ../../nbs/89g_campaign_models.ipynb #6b35696d
 from __future__ import annotations
-import json, time
+import json
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +47,6 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
     of a model it replaces that its card no longer names are removed). Returns the card."""
     import torch
     from disentbook.training.checkpoints import load_model
-    from disentbook.core import sha256_file
     from disentbook.eval.viz import save_figure
     from disentbook.classroom import pretrained as P
     z = zoo.ZooRecipe(name)
@@ -64,19 +63,16 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
     dest = Path(dest); dest.mkdir(parents=True, exist_ok=True)
     try: former = json.loads((dest / f"{name}.json").read_text()).get("figures", {})   # the model it replaces
     except (OSError, ValueError): former = {}
-    weights = dest / f"{name}.pt"
-    torch.save({k: v.detach().cpu().half() if v.is_floating_point() else v.cpu() for k, v in model.state_dict().items()}, weights)
     rows = sorted(curve["seeds"][str(seed)], key=lambda r: r["steps"])
     chose = next(r for r in rows if r["steps"] == L)
     row = curve["again"] if again else chose                 # the shipped weights' own measurement
     r, s = z.recipe, zoo.SETTINGS
     seeds_line = "; ".join(f"seed {k} {v['mig']:.3f} / {v['check_mig']:.3f}" for k, v in sel["seeds"].items())
-    card = dict(name=name, method=r.method, dataset="dsprites", params=r.params, data_params={}, model=model.config,
-                weights=weights.name, dtype="float16", bytes=weights.stat().st_size, sha256=sha256_file(weights),
-                num_parameters=sum(p.numel() for p in model.parameters()),
+    card = dict(name=name, method=r.method, dataset="dsprites", params=r.params, data_params={},
                 train=dict(steps=L, batch_size=s["batch_size"], lr=s["lr"], seed=seed, seconds=row.get("train_seconds"),
                            precision=row.get("precision"), device=f"cpu ({row.get('machine', 'a CPU')}, {s['threads']} torch threads)",
-                           torch=torch.__version__, clock="active"),
+                           torch=torch.__version__, clock="active",
+                           **({"bf16_emulated": True} if any(q.get("bf16_emulated") for q in rows) else {})),
                 command=f"python3 -m disentbook campaign --stage zoo-{name}", recipe=f"disentbook.campaign.zoo.RECIPES['{name}']",
                 source=r.source, evaluation=P.EVALUATIONS["dsprites"],
                 curve=[{k: (round(v, 5) if isinstance(v, float) else v) for k, v in q.items() if k in KEEP or k.startswith("loss/")} for q in rows],
@@ -100,13 +96,7 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
         card["note"] += (f" These weights were trained again from seed {seed} to {L:,} steps (the run that measured the curve "
                          f"had trained past that length before it was chosen): MIG {row['mig']:.3f} / {row['check/mig']:.3f} "
                          f"on the two image sets, the curve's row {chose['mig']:.3f} / {chose['check/mig']:.3f}.")
-    (dest / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")          # the card without metrics first
-    t0 = time.perf_counter()
-    card["metrics"] = P.measure(name, root=dest)
-    card["evaluation_seconds"] = round(time.perf_counter() - t0, 1)
-    gate = P.check_gate(card, card["metrics"])
-    if gate is not None: card["gate"] = gate
-    (dest / f"{name}.json").write_text(json.dumps(card, indent=1) + "\n")
+    card = P.store_pretrained(model, card, dest)                     # fp16 weights, the card, metrics on the stored weights
     fig = traversal_figure(model, row, f"{name}, seed {seed} at {L:,} steps: each factor's most informative latent")
     save_figure(fig, Path(root) / FIGURES / f"{name}_traversals.png")
     for f in set(former.values()) - set(card["figures"].values()):     # a former model's figures no card names any more

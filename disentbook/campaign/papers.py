@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .curves import Subject, read_curve
-from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, machine, write_json_atomic
+from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, emulated, machine, write_json_atomic
 from .lengths import LengthRule
 
 # %% auto #0
@@ -31,7 +31,7 @@ SETTINGS_SCALE = "quick"       # the scale whose settings the curves take (the c
 CURVE_SEEDS = (0, 1, 2)
 CHUNK = 1000
 CURVES = Path("benchmarks") / "curves" / "papers"
-# the papers whose runs keep their conv weights channels-last while they train on a CPU in fp32: their dSprites conv64
+# the papers whose runs keep their conv weights channels-last while they train on a CPU, fp32 included: their dSprites conv64
 # models ran 1.10-1.53x the default layout's images/s on a 2-core EPYC (`benchmarks/bench_channels_last.py --paper NAME`,
 # `benchmarks/channels_last_NAME.json`); the 28-32 px models of contrastive, refvae and invariance 0.85-1.38x, no clear
 # gain, so they keep the default. The floating-point noise of another kernel, not another recipe: outside a curve's
@@ -102,7 +102,8 @@ class PaperRow(Subject):
         if self.key not in row: raise CampaignError(f"{self.name}: the evaluation gave no finite {self.key!r}")
         from disentbook.core import cpu_name
         return dict(row, seconds_eval=round(time.monotonic() - t0, 1), precision=trainer.precision, machine=cpu_name(),
-                    threads=torch.get_num_threads(), train_seconds=round(float(trainer.elapsed() or float("nan")), 1))
+                    threads=torch.get_num_threads(), train_seconds=round(float(trainer.elapsed() or float("nan")), 1),
+                    **emulated(trainer.precision))
 
 # %% ../../nbs/89e_campaign_papers.ipynb #e301dc80
 def write_cpu_length(root, paper_name: str, path: Path | None = None) -> dict:
@@ -118,7 +119,8 @@ def write_cpu_length(root, paper_name: str, path: Path | None = None) -> dict:
         rows[slug] = dict(steps=c["choice"]["steps"], why=c["choice"]["why"],
                           seconds_per_step=round(float(np.mean([r["train_seconds"] / r["steps"] for r in last])), 5),
                           seconds_per_eval=round(float(np.mean([r["seconds_eval"] for rr in c["seeds"].values() for r in rr])), 1),
-                          precision=last[0].get("precision"), threads=last[0].get("threads"))
+                          precision=last[0].get("precision"), threads=last[0].get("threads"),
+                          **({"bf16_emulated": True} if any(r.get("bf16_emulated") for rr in c["seeds"].values() for r in rr) else {}))
     key, sign, _, _, _ = METRICS[paper_name]
     entry = dict(steps=max(r["steps"] for r in rows.values()), table=table, metric=key, higher_is_better=sign > 0,
                  rule=PaperRow(paper_name, slugs[0]).rule.as_dict(), seeds=list(CURVE_SEEDS), rows=rows,

@@ -13,8 +13,9 @@ from .papers import CHANNELS_LAST
 
 # %% auto #0
 __all__ = ['MARGIN', 'MIN_LEFT', 'THREADS', 'REPRODUCTIONS', 'GPU_REPRODUCTIONS', 'Reproduction', 'cpu_options',
-           'all_reproductions', 'declared', 'check_length', 'report_files', 'claim_folder', 'OutOfBudget', 'add_note',
-           'stage_reproduce', 'refresh_pages', 'runs_of', 'progress', 'carried_files']
+           'all_reproductions', 'declared', 'check_length', 'curves_precision', 'stage_options', 'report_files',
+           'claim_folder', 'OutOfBudget', 'add_note', 'stage_reproduce', 'refresh_pages', 'runs_of', 'progress',
+           'carried_files']
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #6466fee6
 MARGIN = 60.0          # seconds before the budget's end at which the timer stops a reproduction
@@ -46,18 +47,20 @@ class Reproduction:
         from disentbook.repro.declare import scale_seeds
         return scale_seeds(self.config(), 0)
 
-def cpu_options(paper: str) -> dict:
-    "A `cpu` reproduction's options: the precision and memory layout its paper's curves over seeds train in."
-    return dict(precision=CPU_PRECISION, **({"channels_last": True} if CHANNELS_LAST.get(paper) else {}))
+def cpu_options(paper: str, precision: str = CPU_PRECISION) -> dict:
+    """A `cpu` reproduction's options: its precision ('auto': the one its curves over seeds trained in, `stage_options`)
+    and the memory layout its paper's curves train in."""
+    return dict(precision=precision, **({"channels_last": True} if CHANNELS_LAST.get(paper) else {}))
 
 _NEW_SEEDS = ("five seeds not trained before (5-9; the report of seeds 0-4, at the length one seed's curve chose, stays as "
               "history), at the length its curves over seeds chose")
 REPRODUCTIONS = {
-    "reproduce-refvae": Reproduction("refvae", options=cpu_options("refvae"), runner="processes",
+    # refvae and contrastive began in fp32, before CPU stages began in bf16 where the CPU has it: they stay fp32
+    "reproduce-refvae": Reproduction("refvae", options=cpu_options("refvae", "fp32"), runner="processes",
                                      why="the paper's length (30 epochs of batch 36: 50,000 steps), five seeds"),
     "reproduce-dipvae": Reproduction("dipvae", needs_curves=True, runner="processes", options=cpu_options("dipvae"),
                                      why="five seeds not trained before (5-9), at the length its curves over seeds chose"),
-    "reproduce-contrastive": Reproduction("contrastive", needs_curves=True, options=cpu_options("contrastive"), runner="processes",
+    "reproduce-contrastive": Reproduction("contrastive", needs_curves=True, options=cpu_options("contrastive", "fp32"), runner="processes",
                                           why="the paper's Bernoulli likelihood and networks (Appendix A.3), at the length its "
                                               "curves over seeds chose"),
     "reproduce-tcwae": Reproduction("tcwae", needs_curves=True, runner="processes", options=cpu_options("tcwae"), why=_NEW_SEEDS),
@@ -100,6 +103,24 @@ def check_length(r: Reproduction, lengths_file: Path | None = None):
     if "rule" not in entry or len(entry.get("seeds") or ()) < 3:
         raise CampaignError(f"{r.paper}'s {r.scale} length was not chosen from curves over three seeds yet; the stage "
                             f"curves-{r.paper}-seeds measures them")
+
+def curves_precision(paper: str, lengths_file: Path | None = None) -> str | None:
+    "The precision the paper's curves over seeds trained its rows in (the lengths file's); None if it says none or several."
+    from disentbook.repro.declare import curve_lengths_path
+    f = Path(lengths_file) if lengths_file else curve_lengths_path()
+    entry = (json.loads(f.read_text()) if f.is_file() else {}).get(paper) or {}
+    if "rule" not in entry: return None                       # a length of one seed's curve: not what the stage reads
+    ps = {row.get("precision") for row in (entry.get("rows") or {}).values()}
+    return ps.pop() if len(ps) == 1 and None not in ps else None
+
+def stage_options(r: Reproduction, lengths_file: Path | None = None) -> dict:
+    """The options the reproduction trains with: a `cpu` one whose precision is 'auto' and whose length comes from its
+    curves trains in the precision they trained in, on whatever machine (the length was chosen computing so); otherwise
+    its own (with 'auto', a resumed report keeps its first runs' precision, `repro.harness`)."""
+    opts = dict(r.options)
+    if r.device == "cpu" and r.needs_curves and opts.get("precision") == "auto":
+        opts["precision"] = curves_precision(r.paper, lengths_file) or "auto"
+    return opts
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #97c4ec26
 def report_files(out: Path, m: dict) -> list[Path]:
@@ -192,7 +213,8 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     old = signal.signal(signal.SIGALRM, out_of_budget) if timer else None
     if timer: signal.setitimer(signal.ITIMER_REAL, left)
     try:
-        reproduce(PAPERS[r.paper], scale=r.scale, out_dir=out, device=r.device, resume=True, runner=r.runner, **r.options)
+        reproduce(PAPERS[r.paper], scale=r.scale, out_dir=out, device=r.device, resume=True, runner=r.runner,
+                  **stage_options(r, lengths_file))
     except OutOfBudget:
         say(f"{name}: the budget ran out; the next call goes on from the runs' checkpoints")
         return "partial"

@@ -218,7 +218,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     g.add_argument("--pack", metavar="DIR", help="on a GPU machine, after a gpu-PAPER stage: its report, finished runs and "
                    "cut runs' checkpoints, in parts that one job may bring back (8 files, 16 MiB each)")
     g.add_argument("--unpack", metavar="DIR", help="put a --pack's parts into this checkout (a finished stage's references "
-                   "are measured here)")
+                   "are measured here; refused while a call trains here)")
     g.add_argument("--carry", action="store_true", help="put the curves and the finished runs' small files of stages "
                    "not done in git's index, so that a new checkout goes on from them; commit after")
     p.add_argument("--with-checkpoints", action="store_true", help="with --carry: the checkpoints of runs still training "
@@ -243,7 +243,9 @@ def run(a, say=print) -> int:
             f"{len(man['parts'])} part(s) in {a.pack}" + (f"; left out (over the size limit): {', '.join(man['left_out'])}"
                                                          if man["left_out"] else ""))
         return 0
-    if a.unpack: transport.unpack(root, Path(a.unpack), say); return 0
+    if a.unpack:                                 # it writes the ledger and measures references: not beside a training call
+        with one_call(root): transport.unpack(root, Path(a.unpack), say)
+        return 0
     if a.with_checkpoints and not a.carry: raise CampaignError("--with-checkpoints goes with --carry")
     if a.carry:
         now, old, left = carry(root, checkpoints=a.with_checkpoints)

@@ -11,12 +11,12 @@ import numpy as np
 
 from .curves import Subject, read_curve
 from .lengths import LengthRule
-from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, write_json_atomic
+from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, emulated, write_json_atomic
 
 # %% auto #0
-__all__ = ['RECIPES', 'SETTINGS', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'CURVE_IMAGES', 'CHECK_IMAGES',
-           'NUM_POINTS', 'FVAE', 'CHUNK', 'KL_ACTIVE', 'SHIP_RULE', 'CURVES', 'Recipe', 'recipe', 'dsprites', 'measure',
-           'ZooRecipe', 'losses', 'shipped_seed', 'shipped_weights', 'train_shipped_again']
+__all__ = ['RECIPES', 'SETTINGS', 'PRECISION', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'CURVE_IMAGES',
+           'CHECK_IMAGES', 'NUM_POINTS', 'FVAE', 'CHUNK', 'KL_ACTIVE', 'SHIP_RULE', 'CURVES', 'Recipe', 'recipe',
+           'dsprites', 'measure', 'ZooRecipe', 'losses', 'shipped_seed', 'shipped_weights', 'train_shipped_again']
 
 # %% ../../nbs/89d_campaign_zoo.ipynb #3b7a921f
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +37,10 @@ RECIPES = {
     "tcwae_mws": Recipe("tcwae_mws", dict(beta=50.0, gamma=100.0), "Gaujac et al. (TCWAE, MWS estimator)"),
     "beta_vae_b1": Recipe("beta_vae", dict(beta=1.0), "the plain VAE (β = 1)"),
 }
-SETTINGS = dict(batch_size=64, lr=5e-4, hidden=256, latent_dim=10, precision=CPU_PRECISION, threads=2)
+SETTINGS = dict(batch_size=64, lr=5e-4, hidden=256, latent_dim=10, threads=2)
+# the precision a seed begins in when its curve has measured none (`campaign.ledger.CPU_PRECISION`): not a setting of the
+# recipe's curves (each row records the precision its run trained in, and a new seed takes the measured ones')
+PRECISION = CPU_PRECISION
 # a seed started from scratch keeps its conv weights channels-last while it trains on a CPU, fp32 included (measured on a
 # 2-core EPYC: 1.14-1.36x the default layout's images/s, `benchmarks/bench_channels_last.py`); the floating-point noise of
 # another kernel, not another recipe: outside the curves' identity, and a seed begun in the default layout keeps it
@@ -109,6 +112,10 @@ class ZooRecipe(Subject):
     def identity(self) -> dict:
         return dict(recipe=self.name, method=self.recipe.method, params=self.recipe.params, settings=SETTINGS,
                     rule=self.rule.as_dict(), images=dict(choose=CURVE_IMAGES, check=CHECK_IMAGES, num_points=NUM_POINTS))
+    def same_identity(self, key: str, recorded, now) -> bool:
+        "A record's settings with a 'precision' (written when it was one setting for every seed) match without it."
+        if key == "settings" and isinstance(recorded, dict): recorded = {k: v for k, v in recorded.items() if k != "precision"}
+        return recorded == now
     def curve_file(self, root) -> Path: return Path(root) / CURVES / f"{self.name}.json"
     def trained_again(self) -> "ZooRecipe":
         "The same subject (identity, grid, rule) whose run folders are `seedK-again`: `train_shipped_again`'s."
@@ -138,7 +145,7 @@ class ZooRecipe(Subject):
             train_job(method=r.method, dataset="dsprites", params=r.params, steps=target,
                       batch_size=None if at else s["batch_size"], lr=None if at else s["lr"], latent_dim=s["latent_dim"],
                       hidden=s["hidden"], out_dir=run, device="cpu", seed=int(seed), evaluate=False, threads=self.threads or s["threads"],
-                      precision=None if at else (self.precision(root) or s["precision"]), ckpt_every=CHUNK, resume=at > 0, overwrite=at == 0,
+                      precision=None if at else (self.precision(root) or PRECISION), ckpt_every=CHUNK, resume=at > 0, overwrite=at == 0,
                       channels_last=CHANNELS_LAST)
             dt = active_time() - t0
             clock.took(dt * CHUNK / max(target - at, 1))
@@ -159,6 +166,7 @@ class ZooRecipe(Subject):
         row.update(seconds_eval=round(time.monotonic() - t0, 1),
                    train_seconds=round(float(cfg.get("train_seconds") or float("nan")), 1),
                    precision=cfg.get("precision") or _started_in(run), machine=cpu_name(), threads=torch.get_num_threads())
+        row.update(emulated(row["precision"]))
         keep = run / "kept" / f"step_{steps}"              # the weights at every measured length (packaging reads them)
         shutil.rmtree(keep, ignore_errors=True); shutil.copytree(run / "checkpoint", keep)
         return row

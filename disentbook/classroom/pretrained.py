@@ -4,7 +4,7 @@
 
 # %% ../../nbs/85d_classroom_pretrained.ipynb #e4f50576
 from __future__ import annotations
-import json
+import json, time
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,7 @@ from ..core import (CorruptFileError, DataNotFoundError, InputError, make_genera
 # %% auto #0
 __all__ = ['PRETRAINED_DIR', 'INVARIANCE_BAR', 'EVALUATIONS', 'GATE_ALPHA', 'GATES', 'available_pretrained', 'pretrained_card',
            'card_blocks', 'pretrained', 'evaluation_data', 'measure', 'check_gate', 'untrained_control',
-           'sample_images', 'pretrained_table', 'pretrained_curve']
+           'store_pretrained', 'sample_images', 'pretrained_table', 'pretrained_curve']
 
 # %% ../../nbs/85d_classroom_pretrained.ipynb #7fe54744
 PRETRAINED_DIR = package_dir() / "assets" / "pretrained"
@@ -299,6 +299,49 @@ def untrained_control(name: str, root=None, seeds=(0, 1, 2), data=None) -> dict:
         r = measure(name, root=root, model=model, data=data, metrics=parts, gate=False)
         for k in keys: out[k].append(float(r[k]))
     return out
+
+# %% ../../nbs/85d_classroom_pretrained.ipynb #63fcedc7
+_FIRST = ("name", "method", "dataset", "params", "data_params")      # the card's opening keys, before the weights'
+
+def store_pretrained(model: torch.nn.Module, card: dict, dest, control_seeds=()) -> dict:
+    """Store `model` in `dest` as pretrained model `card['name']`: `NAME.pt`, its float16 `state_dict`, and `NAME.json`,
+    `card` with the model's config and the weights' file name, dtype, size, sha256 and parameter count; then the metrics
+    measured on the stored weights (`measure`), its gate (`check_gate`) and, with `control_seeds`, the gate's metrics on
+    untrained networks (`untrained_control`). Both files are written and measured in a folder beside them and moved in
+    at the end: a failure leaves `dest` as it was. Returns the card."""
+    import os, shutil
+    if not isinstance(card.get("name"), str) or not card["name"]: raise InputError("store_pretrained: the card needs a 'name'")
+    name, dest = card["name"], Path(dest)
+    work = dest / f".{name}.storing"
+    shutil.rmtree(work, ignore_errors=True); work.mkdir(parents=True)
+    try: card = _store(model, card, name, work, control_seeds)
+    except BaseException: shutil.rmtree(work, ignore_errors=True); raise
+    for f in (f"{name}.pt", f"{name}.json"): os.replace(work / f, dest / f)
+    work.rmdir()
+    return card
+
+def _store(model, card: dict, name: str, dest: Path, control_seeds) -> dict:
+    weights = dest / f"{name}.pt"
+    torch.save({k: v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu() for k, v in model.state_dict().items()},
+               weights)
+    stored = dict(model=model.config, weights=weights.name, dtype="float16", bytes=weights.stat().st_size,
+                  sha256=sha256_file(weights), num_parameters=sum(p.numel() for p in model.parameters()))
+    rest = {k: v for k, v in card.items() if k not in _FIRST and k not in stored and k not in ("metrics", "gate", "control")}
+    card = {**{k: card[k] for k in _FIRST if k in card}, **stored, **rest}
+    f = dest / f"{name}.json"
+    f.write_text(json.dumps(card, indent=1) + "\n")                  # without metrics: `measure` reads the card
+    t0 = time.perf_counter()
+    card["metrics"] = measure(name, root=dest)
+    card["evaluation_seconds"] = round(time.perf_counter() - t0, 1)
+    if (gate := check_gate(card, card["metrics"])) is not None:
+        card["gate"] = gate
+        if control_seeds:
+            card["control"] = dict(what="the gate's metrics on untrained networks of this architecture (classroom.pretrained."
+                                        "untrained_control: nets.build_model(card['model']) after torch.manual_seed(seed))",
+                                   seeds=[int(s) for s in control_seeds],
+                                   metrics=untrained_control(name, root=dest, seeds=control_seeds))
+    f.write_text(json.dumps(card, indent=1) + "\n")
+    return card
 
 # %% ../../nbs/85d_classroom_pretrained.ipynb #9bf00b02
 def sample_images(name: str, n: int = 8, seed: int = 0, root=None) -> torch.Tensor:
