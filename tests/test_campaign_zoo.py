@@ -179,7 +179,7 @@ def test_a_new_seed_trains_in_the_precision_its_curve_measured_so_far(tmp_path, 
         assert z.train_to(tmp_path, 3, 10, Clock(600, say=lambda *a: None), say=lambda *a: None)   # nothing to follow:
     assert read_checkpoint_config(z.run_dir(tmp_path, 1) / "checkpoint")["precision"] == other
     here = resolve_precision("auto", "cpu")[0]                # bf16 where this CPU has it natively, fp32 elsewhere
-    assert Z.PRECISION == "auto" and read_checkpoint_config(z.run_dir(tmp_path, 3) / "checkpoint")["precision"] == here
+    assert Z.CPU_PRECISION == "auto" and read_checkpoint_config(z.run_dir(tmp_path, 3) / "checkpoint")["precision"] == here
 
 
 def test_a_curve_seed_at_its_last_measured_length_is_carried_while_its_curves_go_on(tmp_path):

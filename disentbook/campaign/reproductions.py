@@ -97,18 +97,20 @@ def declared(name: str, reproductions: dict | None = None) -> Reproduction:
 def check_length(r: Reproduction, lengths_file: Path | None = None):
     "A `CampaignError` unless the paper's length at this scale was chosen by the rule over at least three seeds."
     if not r.needs_curves: return
-    from disentbook.repro.declare import curve_lengths_path
-    f = Path(lengths_file) if lengths_file else curve_lengths_path()
-    entry = (json.loads(f.read_text()) if f.is_file() else {}).get(r.paper) or {}
+    entry = _lengths_entry(r.paper, lengths_file)
     if "rule" not in entry or len(entry.get("seeds") or ()) < 3:
         raise CampaignError(f"{r.paper}'s {r.scale} length was not chosen from curves over three seeds yet; the stage "
                             f"curves-{r.paper}-seeds measures them")
 
-def curves_precision(paper: str, lengths_file: Path | None = None) -> str | None:
-    "The precision the paper's curves over seeds trained its rows in (the lengths file's); None if it says none or several."
+def _lengths_entry(paper: str, lengths_file: Path | None = None) -> dict:
+    "The paper's entry of the lengths file (`lengths_file`, default the package's); {} without one."
     from disentbook.repro.declare import curve_lengths_path
     f = Path(lengths_file) if lengths_file else curve_lengths_path()
-    entry = (json.loads(f.read_text()) if f.is_file() else {}).get(paper) or {}
+    return (json.loads(f.read_text()) if f.is_file() else {}).get(paper) or {}
+
+def curves_precision(paper: str, lengths_file: Path | None = None) -> str | None:
+    "The precision the paper's curves over seeds trained its rows in (the lengths file's); None if it says none or several."
+    entry = _lengths_entry(paper, lengths_file)
     if "rule" not in entry: return None                       # a length of one seed's curve: not what the stage reads
     ps = {row.get("precision") for row in (entry.get("rows") or {}).values()}
     return ps.pop() if len(ps) == 1 and None not in ps else None

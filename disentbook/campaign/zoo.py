@@ -14,9 +14,9 @@ from .lengths import LengthRule
 from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, emulated, write_json_atomic
 
 # %% auto #0
-__all__ = ['RECIPES', 'SETTINGS', 'PRECISION', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'CURVE_IMAGES',
-           'CHECK_IMAGES', 'NUM_POINTS', 'FVAE', 'CHUNK', 'KL_ACTIVE', 'SHIP_RULE', 'CURVES', 'Recipe', 'recipe',
-           'dsprites', 'measure', 'ZooRecipe', 'losses', 'shipped_seed', 'shipped_weights', 'train_shipped_again']
+__all__ = ['RECIPES', 'SETTINGS', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'CURVE_IMAGES', 'CHECK_IMAGES',
+           'NUM_POINTS', 'FVAE', 'CHUNK', 'KL_ACTIVE', 'SHIP_RULE', 'CURVES', 'Recipe', 'recipe', 'dsprites', 'measure',
+           'ZooRecipe', 'losses', 'shipped_seed', 'shipped_weights', 'train_shipped_again']
 
 # %% ../../nbs/89d_campaign_zoo.ipynb #3b7a921f
 @dataclasses.dataclass(frozen=True)
@@ -37,10 +37,9 @@ RECIPES = {
     "tcwae_mws": Recipe("tcwae_mws", dict(beta=50.0, gamma=100.0), "Gaujac et al. (TCWAE, MWS estimator)"),
     "beta_vae_b1": Recipe("beta_vae", dict(beta=1.0), "the plain VAE (β = 1)"),
 }
+# precision is not among them: a seed begins in `campaign.ledger.CPU_PRECISION` when its curve has measured none, and
+# each row records the precision its run trained in (a new seed takes the measured ones')
 SETTINGS = dict(batch_size=64, lr=5e-4, hidden=256, latent_dim=10, threads=2)
-# the precision a seed begins in when its curve has measured none (`campaign.ledger.CPU_PRECISION`): not a setting of the
-# recipe's curves (each row records the precision its run trained in, and a new seed takes the measured ones')
-PRECISION = CPU_PRECISION
 # a seed started from scratch keeps its conv weights channels-last while it trains on a CPU, fp32 included (measured on a
 # 2-core EPYC: 1.14-1.36x the default layout's images/s, `benchmarks/bench_channels_last.py`); the floating-point noise of
 # another kernel, not another recipe: outside the curves' identity, and a seed begun in the default layout keeps it
@@ -145,7 +144,7 @@ class ZooRecipe(Subject):
             train_job(method=r.method, dataset="dsprites", params=r.params, steps=target,
                       batch_size=None if at else s["batch_size"], lr=None if at else s["lr"], latent_dim=s["latent_dim"],
                       hidden=s["hidden"], out_dir=run, device="cpu", seed=int(seed), evaluate=False, threads=self.threads or s["threads"],
-                      precision=None if at else (self.precision(root) or PRECISION), ckpt_every=CHUNK, resume=at > 0, overwrite=at == 0,
+                      precision=None if at else (self.precision(root) or CPU_PRECISION), ckpt_every=CHUNK, resume=at > 0, overwrite=at == 0,
                       channels_last=CHANNELS_LAST)
             dt = active_time() - t0
             clock.took(dt * CHUNK / max(target - at, 1))
