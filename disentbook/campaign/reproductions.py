@@ -8,6 +8,7 @@ import json, shutil, signal, threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .futility import reckon, recorded
 from .ledger import CPU_PRECISION, CampaignError, Clock
 from .papers import CHANNELS_LAST
 
@@ -204,6 +205,9 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
         raise CampaignError(f"{name} trains on a CUDA GPU and none is visible here: run it on a GPU machine "
                             f"(--stage {name} --budget 8m, then --pack DIR), and --unpack DIR here")
     check_length(r, lengths_file)
+    if r.needs_curves and r.device == "cpu" and not any(runs_of(root, name, reproductions)):
+        clock.wait_while_paused()                    # before its first run: can its seeds decide the headline claim?
+        if not reckon(root, r.paper, r.config()["train"]["steps"], say)["train"]: return "ok"
     out = r.folder(root)
     if claim_folder(r, out, say) is not None: refresh_pages(root, say)        # a former report moved to history
     clock.wait_while_paused()
@@ -255,7 +259,10 @@ def runs_of(root, name: str, reproductions: dict | None = None) -> tuple[list[Pa
 
 def progress(root, name: str, reproductions: dict | None = None) -> str:
     done, live = runs_of(root, name, reproductions)
-    return f"{len(done)} runs done" + (f", {len(live)} training" if live else "") if done or live else "no run yet"
+    if done or live: return f"{len(done)} runs done" + (f", {len(live)} training" if live else "")
+    r = declared(name, reproductions)
+    rec = recorded(root, r.paper) if r.needs_curves and r.device == "cpu" else None
+    return f"not trained: {rec['why']}" if rec and not rec["train"] else "no run yet"
 
 def carried_files(root, name: str, reproductions: dict | None = None) -> tuple[list[Path], list[Path]]:
     "(small files of the finished runs, the unfinished runs' checkpoint folders) a checkout needs to go on."

@@ -10,7 +10,7 @@ from pathlib import Path
 from .curves import default_workers, horizon, read_curve, train_curves, train_seeds
 from .ledger import (LEDGER, WORK, CampaignError, Clock, call_running, machine, one_call, parse_budget,
     read_ledger, write_atomic, write_stage)
-from . import papers, reproductions, transport, zoo
+from . import futility, papers, reproductions, transport, zoo
 
 # %% auto #0
 __all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'ORDER', 'stages', 'checkout_models',
@@ -54,6 +54,8 @@ def stages() -> dict:
         opts = {**r.sensitive(), **r.options, **({"runner": r.runner} if r.runner else {})}    # the sensitivity's first
         how = "".join(f" -o {k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in opts.items())
         what = f"disentbook reproduce {r.paper} --scale {r.scale}{how} into reports/{r.folder('.').name}: {r.why}"
+        if r.needs_curves and r.device == "cpu":
+            what += "; first the headline claim's gates read on the curve seeds (it trains only if every row clears them)"
         out[name] = (what, (lambda n: lambda root, clock, say: reproductions.stage_reproduce(root, n, clock, say))(name))
     out["zoo-models"] = ("the zoo recipes whose stage is done, shipped into the package (campaign.models.ship): the seed the "
                          "declared rule names, fp16 weights, card with every seed's MIG on images that chose nothing, "
@@ -169,7 +171,8 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
                 if isinstance(z, zoo.ZooRecipe):           # a shipped seed trained again, on its way to the chosen length
                     files, secs = transport.checkpoint_files(z.trained_again().run_dir(root, seed) / "checkpoint")
                     if files and secs >= CARRY_MIN_SECONDS: live.append((secs, files))
-    for name in reproductions.REPRODUCTIONS:
+    for name, r in reproductions.REPRODUCTIONS.items():
+        keep += [f for f in [futility.gates_file(root, r.paper)] if f.is_file()]     # the gates read before it trained
         if name not in led or led[name].get("status") == "ok": continue
         small, cks = reproductions.carried_files(root, name)
         keep += small
