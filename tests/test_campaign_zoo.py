@@ -203,6 +203,19 @@ def test_a_curve_seed_at_its_last_measured_length_is_carried_while_its_curves_go
     assert ck / "config.json" not in keep
 
 
+def test_a_reading_of_the_gates_on_the_curves_is_carried_whatever_the_stage_did(tmp_path):
+    """The reading of a paper's gates on its curve seeds (`campaign.futility`) travels with the curves, done or not:
+    it is why a reproduction trained or did not."""
+    import disentbook.campaign.stages as S
+    from disentbook.campaign.futility import gates_file
+    from disentbook.campaign.ledger import LEDGER, write_stage
+    f = gates_file(tmp_path, "tcwae"); f.parent.mkdir(parents=True); f.write_text('{"train": false}')
+    for status in ("partial", "ok"):
+        write_stage(tmp_path / LEDGER, "reproduce-tcwae", dict(status=status))
+        assert f in S.carried_paths(tmp_path)[0]
+    assert gates_file(tmp_path, "dipvae") not in S.carried_paths(tmp_path)[0]
+
+
 def test_every_committed_curve_record_is_read_by_its_subject_as_it_is():
     """The records the campaign committed go on under the code that reads them now (a record is never rewritten to fit):
     each zoo recipe's and each paper row's curve file in this checkout is accepted by its subject, the zoo's first
