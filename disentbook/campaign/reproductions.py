@@ -13,7 +13,7 @@ from .ledger import CPU_PRECISION, CampaignError, Clock
 from .papers import CHANNELS_LAST
 
 # %% auto #0
-__all__ = ['MARGIN', 'MIN_LEFT', 'THREADS', 'REPRODUCTIONS', 'GPU_REPRODUCTIONS', 'Reproduction', 'cpu_options',
+__all__ = ['MARGIN', 'MIN_LEFT', 'THREADS', 'REPRODUCTIONS', 'GPU_REPRODUCTIONS', 'NOT_TRAINED', 'Reproduction', 'cpu_options',
            'all_reproductions', 'declared', 'check_length', 'curves_precision', 'stage_options', 'report_files',
            'claim_folder', 'OutOfBudget', 'add_note', 'stage_reproduce', 'refresh_pages', 'runs_of', 'progress',
            'carried_files']
@@ -207,7 +207,8 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     check_length(r, lengths_file)
     if r.needs_curves and r.device == "cpu" and not any(runs_of(root, name, reproductions)):
         clock.wait_while_paused()                    # before its first run: can its seeds decide the headline claim?
-        if not reckon(root, r.paper, r.config()["train"]["steps"], say)["train"]: return "ok"
+        rec = reckon(root, r.paper, r.config()["train"]["steps"], say)
+        if not rec["train"]: _not_trained(root, r, rec, say); return "ok"
     out = r.folder(root)
     if claim_folder(r, out, say) is not None: refresh_pages(root, say)        # a former report moved to history
     clock.wait_while_paused()
@@ -231,6 +232,18 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     if (note := _history_note(out)): add_note(r.paper, out, note, "History: ")
     refresh_pages(root, say)
     return "ok"
+
+NOT_TRAINED = "Not trained: "     # the note a report of earlier seeds gets when the stage's seeds did not train
+
+def _not_trained(root, r: Reproduction, rec: dict, say=print):
+    "Say in the report of earlier seeds in the stage's folder, if there is one, why the stage's seeds did not train."
+    out = r.folder(root)
+    if not (out / "metrics.json").is_file(): return
+    seeds = r.seeds()
+    add_note(r.paper, out, f"{NOT_TRAINED}seeds {seeds[0]}-{seeds[-1]} at {rec['steps']:,} steps, the length the learning "
+             f"curves over seeds chose: {rec['why']} (`benchmarks/curves/papers/{r.paper}/gates.json`; the rule: notebook "
+             "`89j_campaign_futility`).", NOT_TRAINED)
+    refresh_pages(root, say)
 
 def refresh_pages(root, say=print) -> None:
     """In a checkout, the pages generated from the reports (`reports/README.md`'s index, `docs/claims.md`'s claims table)
