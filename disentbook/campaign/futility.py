@@ -11,7 +11,7 @@ import numpy as np
 
 from .curves import read_curve
 from .ledger import CampaignError, write_json_atomic
-from .papers import CURVE_SEEDS, CURVES, PaperRow, headline
+from .papers import CURVE_SEEDS, CURVES, SETTINGS_SCALE, PaperRow, headline
 
 # %% auto #0
 __all__ = ['RULE', 'gate_readings', 'short_text', 'gates_file', 'curve_values', 'curve_references', 'headline_claim', 'reckon',
@@ -111,6 +111,7 @@ def reckon(root, paper_name: str, steps: int, say=print, references: dict | None
     read = gate_readings(claim, PAPERS[paper_name].learned, with_references(values, references))
     short = short_text(read)
     rec = dict(paper=paper_name, claim=claim.text, steps=int(steps), seeds=list(CURVE_SEEDS), read_at=at, rule=RULE,
+               settings=f"the {SETTINGS_SCALE} scale's evaluation, as the curves measured",
                gates=read, train=not short,
                why=(f"on the mean of curve seeds {', '.join(map(str, CURVE_SEEDS))}, {short}" if short else
                     f"every row the headline claim reads clears its gates on the mean of curve seeds "
