@@ -148,7 +148,7 @@ def test_shipped_model_passes_its_gate(name):
     note = card["note"]
     assert f"{card['train']['steps']:,} steps" in note and f"{card['train']['seconds']:.0f} s" in note
     if card["train"]["device"].startswith("cpu"):          # a CPU recipe's card (tools/gpu_campaign.py writes its own note)
-        assert "gate" in note and ("one torch thread" if "run" not in card else "torch threads") in note and "2-core" in note
+        assert "gate" in note and ("one torch thread" if "run" not in card else " torch thread") in note and "2-core" in note
 
 
 @pytest.mark.parametrize("name", GATED)
