@@ -78,17 +78,17 @@ def _context(root, paper_name: str):
     ctx.specs[table], ctx.datasets[table] = [s.spec for s in subs], subs[0].dataset
     return ctx, table
 
-def curve_references(root, paper_name: str) -> dict:
+def curve_references(root, paper_name: str, context=None) -> dict:
     """{row: {metric: [untrained value per curve seed]}} and the raw pixels' row: what the paper's reference gates read,
-    measured for the curve seeds (`repro.reference.measure_references`)."""
+    measured for the curve seeds (`repro.reference.measure_references`); `context`: `_context`'s, when built already."""
     from disentbook.repro.reference import measure_references
-    ctx, table = _context(root, paper_name)
+    ctx, table = context or _context(root, paper_name)
     return measure_references(ctx, ctx.paper_table(table))
 
-def headline_claim(root, paper_name: str):
-    "The paper's headline claim (`repro.summary.HEADLINE`), as its reproduction declares it."
+def headline_claim(root, paper_name: str, context=None):
+    "The paper's headline claim (`repro.summary.HEADLINE`), as its reproduction declares it (`context`: as above)."
     from disentbook.repro.summary import HEADLINE
-    ctx, _ = _context(root, paper_name)
+    ctx, _ = context or _context(root, paper_name)
     claims = ctx.paper.claims(ctx) if callable(ctx.paper.claims) else ctx.paper.claims
     got = [c for c in claims if c.text.startswith(HEADLINE.get(paper_name, "\0"))]
     if not got: raise CampaignError(f"{paper_name} declares no headline claim")
@@ -104,10 +104,11 @@ def reckon(root, paper_name: str, steps: int, say=print, references: dict | None
     f = gates_file(root, paper_name)
     if (old := recorded(root, paper_name)) and old.get("steps") == steps and old.get("seeds") == list(CURVE_SEEDS): return old
     values, at = curve_values(root, paper_name, steps)
+    context = _context(root, paper_name)                    # one context for the references and the claim
     if references is None:
         say(f"{paper_name}: reading the headline claim's gates on the curve seeds at {steps:,} steps (measuring the references)")
-        references = curve_references(root, paper_name)
-    claim = headline_claim(root, paper_name)
+        references = curve_references(root, paper_name, context)
+    claim = headline_claim(root, paper_name, context)
     read = gate_readings(claim, PAPERS[paper_name].learned, with_references(values, references))
     short = short_text(read)
     rec = dict(paper=paper_name, claim=claim.text, steps=int(steps), seeds=list(CURVE_SEEDS), read_at=at, rule=RULE,
