@@ -35,10 +35,21 @@ def test_the_package_ships_the_checkouts_table_and_plans_on_it_when_installed(mo
     assert P.throughput_path() == shipped and P.load_throughput()["device"] == json.loads(shipped.read_text())["device"]
 
 
-def test_a_cpu_plan_says_when_its_evaluation_is_not_the_one_its_curves_timed():
-    "dipvae's cpu scale fits the Z-diff SVM on more points than quick (the curves' settings): its plan says so; vae's does not."
+def _curves_with_threads(monkeypatch, threads, cores=2):
+    "dipvae's shipped curve record with every row's rate re-labelled as measured on `threads` threads (the test's own fixture)."
+    import copy
     from disentbook.repro.declare import curve_lengths
-    assert curve_lengths("dipvae") is not None                                  # measured and shipped with the package
+    got = copy.deepcopy(curve_lengths("dipvae"))
+    assert got is not None                                                      # measured and shipped with the package
+    for r in got["rows"].values(): r["threads"] = threads
+    got["machine"] = dict(got["machine"], cores=cores, threads=threads if threads > 1 else cores)
+    monkeypatch.setattr(P, "curve_lengths", lambda name: got)
+    return got
+
+
+def test_a_cpu_plan_says_when_its_evaluation_is_not_the_one_its_curves_timed(monkeypatch):
+    "dipvae's cpu scale fits the Z-diff SVM on more points than quick (the curves' settings): its plan says so; vae's does not."
+    _curves_with_threads(monkeypatch, 2)                                        # rates of one run at a time on both cores
     p = P.cpu_plan("dipvae")
     assert p["eval_note"] and "evaluation: this scale evaluates with other settings" in P.cpu_plan_text(p)
     q = dict(p, eval_note=None)
@@ -109,16 +120,19 @@ def test_every_gpu_plan_fits_its_share_with_five_seeds():
     assert total <= P.GPU_BUDGET_MINUTES
 
 
-def test_cli_prints_the_plan_and_refuses_one_over_budget(capsys):
+def test_cli_prints_the_plan_and_refuses_one_over_budget(capsys, monkeypatch):
     assert main(["reproduce", "dipvae", "--scale", "gpu", "--plan"]) == 0
     out = capsys.readouterr().out
     assert "plan: dipvae at scale gpu: 20 runs in 3 groups" in out and "device minutes" in out
     measured = P.load_throughput()["measured"]
     assert ("measured" if measured else "not measured here") in out and "13,000" in out
     assert "within it" in out or ("the budget gives, not the length" in out and "learning curves" in out)
-    assert main(["reproduce", "dipvae", "--scale", "gpu", "--plan", "-o", "sweep=true"]) == 2   # the Figure 1 sweep
+    # the Figure 1 sweep, against a budget smaller than its device minutes (at the curves' length it fits dipvae's own share)
+    assert main(["reproduce", "dipvae", "--scale", "gpu", "--plan", "-o", "sweep=true"]) == 0
+    monkeypatch.setitem(P.GPU_SHARES, "dipvae", 0.25)
+    assert main(["reproduce", "dipvae", "--scale", "gpu", "--plan", "-o", "sweep=true"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"over its budget of {P.GPU_SHARES['dipvae']:g}" in err and "paper scale" in err, err
+    assert len(err.splitlines()) == 1 and "over its budget of 0.25" in err and "paper scale" in err, err
     assert main(["reproduce", "tcwae", "--scale", "quick", "--plan"]) == 0                       # no budget off gpu
     assert "budget" not in capsys.readouterr().out
     assert main(["reproduce", "tcwae", "--scale", "gpu", "--plan", "-o", "bogus=1"]) == 2
@@ -174,13 +188,9 @@ def test_the_ensemble_rng_benchmark_runs_on_a_cpu(tmp_path, capsys):
 def test_a_cpu_plan_from_rates_of_single_threaded_runs_shares_them_among_the_cores(monkeypatch):
     """Curves trained in processes (one single-threaded run per core) record `threads: 1` per row: the plan's total is the
     sum over the cores, as the rates were measured, and a plan of one run at a time says it may take longer."""
-    import copy
-    from disentbook.repro.declare import curve_lengths
-    got = copy.deepcopy(curve_lengths("dipvae"))
+    _curves_with_threads(monkeypatch, 2)
     base = P.cpu_plan("dipvae", runner="processes")
-    for r in got["rows"].values(): r["threads"] = 1
-    got["machine"] = dict(got["machine"], cores=2)
-    monkeypatch.setattr(P, "curve_lengths", lambda name: got)
+    _curves_with_threads(monkeypatch, 1)
     p = P.cpu_plan("dipvae", runner="processes")
     assert p["apart"] and p["hours"] == pytest.approx(base["hours"] / 2)
     text = P.cpu_plan_text(p)
