@@ -209,6 +209,7 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
         clock.wait_while_paused()                    # before its first run: can its seeds decide the headline claim?
         rec = reckon(root, r.paper, r.config()["train"]["steps"], say)
         if not rec["train"]: _not_trained(root, r, rec, say); return "ok"
+        refresh_pages(root, say)                     # the reports' index lists the reading
     out = r.folder(root)
     if claim_folder(r, out, say) is not None: refresh_pages(root, say)        # a former report moved to history
     clock.wait_while_paused()
@@ -236,13 +237,13 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
 NOT_TRAINED = "Not trained: "     # the note a report of earlier seeds gets when the stage's seeds did not train
 
 def _not_trained(root, r: Reproduction, rec: dict, say=print):
-    "Say in the report of earlier seeds in the stage's folder, if there is one, why the stage's seeds did not train."
-    out = r.folder(root)
-    if not (out / "metrics.json").is_file(): return
-    seeds = r.seeds()
-    add_note(r.paper, out, f"{NOT_TRAINED}seeds {seeds[0]}-{seeds[-1]} at {rec['steps']:,} steps, the length the learning "
-             f"curves over seeds chose: {rec['why']} (`benchmarks/curves/papers/{r.paper}/gates.json`; the rule: notebook "
-             "`89j_campaign_futility`).", NOT_TRAINED)
+    """Say in the report of earlier seeds in the stage's folder, if there is one, why the stage's seeds did not train; the
+    reports' index lists the reading either way."""
+    out, seeds = r.folder(root), r.seeds()
+    if (out / "metrics.json").is_file():
+        add_note(r.paper, out, f"{NOT_TRAINED}seeds {seeds[0]}-{seeds[-1]} at {rec['steps']:,} steps, the length the "
+                 f"learning curves over seeds chose: {rec['why']} (`benchmarks/curves/papers/{r.paper}/gates.json`; the "
+                 "rule: notebook `89j_campaign_futility`).", NOT_TRAINED)
     refresh_pages(root, say)
 
 def refresh_pages(root, say=print) -> None:

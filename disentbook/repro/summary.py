@@ -4,6 +4,7 @@
 
 # %% ../../nbs/80c_repro_summary.ipynb #6269deb0
 from __future__ import annotations
+import json
 from pathlib import Path
 
 from ..core import InputError, atomic_path
@@ -11,9 +12,10 @@ from .declare import PAPERS
 from .harness import read_metrics
 
 # %% auto #0
-__all__ = ['SCALES', 'SHORT', 'INDEX_START', 'INDEX_END', 'HEADLINE', 'CLAIMS_START', 'CLAIMS_END', 'CLAIMS_PAGE',
+__all__ = ['SCALES', 'SHORT', 'INDEX_START', 'INDEX_END', 'HEADLINE', 'GATES_DIR', 'CLAIMS_START', 'CLAIMS_END', 'CLAIMS_PAGE',
            'sensitive_options', 'sensitivity_of', 'report_claims', 'claims_table', 'claims_markdown', 'counts',
-           'report_row', 'index_rows', 'index_markdown', 'write_index', 'claims_section', 'write_claims']
+           'report_row', 'index_rows', 'index_markdown', 'gate_rows', 'gates_markdown', 'write_index', 'claims_section',
+           'write_claims']
 
 # %% ../../nbs/80c_repro_summary.ipynb #59d13313
 SCALES = ("quick", "cpu", "gpu", "paper")                     # the columns, in order (smoke reports judge nothing)
@@ -177,10 +179,41 @@ def _rewrite(page, start: str, end: str, body: str, what: str) -> None:
     head, rest = text.split(start); _, tail = rest.split(end)
     with atomic_path(f) as tmp: tmp.write_text(head + start + "\n" + body + end + tail)     # a kill keeps the old page
 
-def write_index(page="reports/README.md", reports_dir="reports") -> int:
-    "Rewrite `page`'s part between INDEX_START and INDEX_END with the index of `reports_dir`; the number of reports."
+GATES_DIR = Path("benchmarks") / "curves" / "papers"   # beside the reports folder: each paper's reading of its gates
+
+def gate_rows(gates_dir) -> list[dict]:
+    """Each paper's kept reading of its headline claim's learning gates on its curve seeds (`PAPER/gates.json` under
+    `gates_dir`, written by the campaign before a `cpu` reproduction trains): paper, steps, seeds, trained or not, why."""
+    out = []
+    for f in sorted(Path(gates_dir).glob("*/gates.json")):
+        try: rec = json.loads(f.read_text())
+        except (OSError, ValueError): raise InputError(f"{f}: not readable JSON; restore it with git checkout") from None
+        if not (isinstance(rec, dict) and isinstance(rec.get("train"), bool) and isinstance(rec.get("steps"), int)):
+            raise InputError(f"{f}: not a reading of the gates (needs 'train' and 'steps'); restore it with git checkout")
+        out.append(dict(paper=str(rec.get("paper", f.parent.name)), steps=rec["steps"], seeds=list(rec.get("seeds", [])),
+                        train=rec["train"], why=str(rec.get("why", "")), folder=f.parent.name))
+    return out
+
+def gates_markdown(rows: list[dict], link_prefix: str) -> str:
+    "The readings under the index table (links to each reading through `link_prefix`); '' when there is none."
+    if not rows: return ""
+    L = ["", "Read before a `cpu` reproduction trained (its headline claim's learning gates on the mean of its learning "
+         "curves' seeds at the stage's length; a row short of a gate there stops the stage before it trains):", ""]
+    for r in rows:
+        seeds = ", ".join(map(str, r["seeds"]))
+        L.append(f"- {r['paper']}, {r['steps']:,} steps, curve seeds {seeds}: {'trained' if r['train'] else 'not trained'}: "
+                 f"{r['why']} ([reading]({link_prefix}{r['folder']}/gates.json))")
+    return "\n".join(L) + "\n"
+
+def write_index(page="reports/README.md", reports_dir="reports", gates_dir=None) -> int:
+    """Rewrite `page`'s part between INDEX_START and INDEX_END with the index of `reports_dir` and, under it, the gate
+    readings of `gates_dir` (default: `GATES_DIR` beside `reports_dir`, when it is there); the number of reports."""
+    import os
     rows = index_rows(reports_dir)
-    _rewrite(page, INDEX_START, INDEX_END, index_markdown(rows), "index")
+    g = Path(gates_dir) if gates_dir is not None else Path(reports_dir).parent / GATES_DIR
+    readings = gate_rows(g) if g.is_dir() else []
+    prefix = Path(os.path.relpath(g, reports_dir)).as_posix() + "/"        # as the table's links: from the reports folder
+    _rewrite(page, INDEX_START, INDEX_END, index_markdown(rows) + gates_markdown(readings, prefix), "index")
     return len(rows)
 
 CLAIMS_START, CLAIMS_END = "<!-- claims:start -->", "<!-- claims:end -->"
