@@ -210,7 +210,7 @@ def sweep_claims(ctx) -> list[Claim]:
                   source="Figure 1; Section 4.1: 'For large γ (γ ≈ 100 for TCWAE-MWS and γ ≈ 5 for TCWAE-GAN), better "
                          "disentanglement is obtained without much deterioration in reconstruction'"),
             Claim("(4, Figure 6d) TCWAEs achieve a lower MMD to the prior than the WAE at the same λ = β = γ",
-                  *(f6 or ["VAE > VAE on mmd"]), table="Figure 6", need="most",
+                  *(f6 or ["VAE > VAE on mmd"]), table="Figure 6", need="most", gates=("rec",),   # a regularisation claim: the rows reconstruct
                   source="Figure 6d; Section 4.3: 'While WAE seems to reconstruct slightly better, TCWAEs achieve better "
                          "latent regularization (in a MMD sense) even if they are not train to minimize the MMD'")]
 
@@ -220,7 +220,8 @@ def tcwae_claims(ctx) -> list[Claim]:
 
 # Every row must reconstruct better than the mean image; the MIG gate asks the rows the paper says disentangle. The WAE is
 # the paper's non-disentangling baseline (Table 1a: MIG .026 ± .006, at the untrained network's MIG + 0.02 itself), so a
-# MIG gate on it would leave claim (1) untestable whatever the TCWAEs learn: it learns when it reconstructs.
+# MIG gate on it would leave claim (1) untestable whatever the TCWAEs learn: it learns when it reconstructs. Claim (4),
+# on the codes' MMD to the prior (a regularisation claim, not a disentanglement one), asks reconstruction alone.
 GATES = (Gate("rec", "<", "rec_mean_image", "reconstructs better than the mean image (log summed cost)"),
          untrained_gate("mig", ">", 0.02, "disentangles more than the same network untrained (MIG, by 0.02; not asked of the "
                         "WAE rows: the paper's own WAE scores MIG .026)", skip=("WAE",)))
