@@ -188,7 +188,7 @@ def cmd_train(args):
                     out_dir=Path(args.out), device=args.device, seed=args.seed, resume=args.resume, overwrite=args.overwrite,
                     z_dim=args.z_dim, s_dim=args.s_dim, hidden=args.hidden, data_params=parse_params(args.data_param),
                     evaluate=not args.no_eval, eval_points=args.eval_points, threads=args.threads,
-                    precision=args.precision)
+                    precision=args.precision, init=args.init)
     print(f"trained {args.method!r} on {res['dataset']!r} for {res['steps']} steps ({res['precision']}); checkpoint in {Path(args.out) / 'checkpoint'}/, "
           f"history, figures and metrics in {args.out}/")
     if res["metrics"]: print(metrics_table(res["metrics"]))
@@ -241,7 +241,7 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     "The `disentbook` command line."
     from disentbook import __version__
-    from disentbook.nets import LIKELIHOODS
+    from disentbook.nets import INITS, LIKELIHOODS
     p = _Parser(prog="disentbook", formatter_class=_Formatter, description="Disentangled representation learning: "
                 "derivations, tested implementations and paper reproductions.")
     p.add_argument("--version", action="version", version=f"disentbook {__version__}")
@@ -290,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--hidden", type=int_at_least(1), default=256, help="width of the model's fully connected layers (a 28-px 'contrastive_vae' "
                    "takes the paper's networks, whose widths are fixed)")
     t.add_argument("--likelihood", default="bernoulli", choices=sorted(LIKELIHOODS), help="decoder likelihood")
+    t.add_argument("--init", choices=INITS, help="initial weights of a 'vae' model: pytorch (default: the layers' own), or "
+                   "glorot (Glorot-uniform weights, zero biases: TensorFlow's defaults; with --resume: the run's own)")
     t.add_argument("--out", default="results/train",
                    help="run directory: the checkpoint goes to OUT/checkpoint/; history.csv, figures, run.json, metrics.json to OUT/")
     t.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: CUDA when available, else MPS, else CPU)")

@@ -93,7 +93,8 @@ def clear_run(out: Path):
 import torch
 from .core import write_json
 from .data.training_sets import TRAINING_SETS, build_dataset, image_shape
-from .nets import MODELS
+import inspect
+from .nets import MODELS, check_init
 from .objectives.base import OBJECTIVES, SAMPLERS, check_params, default_dataset
 from .training.config import TrainConfig
 from .training.run import RunSpec, build_run
@@ -111,12 +112,19 @@ def check_method_dataset(method: str, dataset: str):
                          f"{', '.join(fits) or 'none yet in `disentbook train`'}")
 
 def build_model_for(kind: str, shape: tuple, latent_dim: int = 10, z_dim: int = 16, s_dim: int = 8,
-                    likelihood: str = "bernoulli", hidden: int = 256):
-    "The model a method declares (`model_kind`), sized for images of `shape`: the registered class's `for_images`."
+                    likelihood: str = "bernoulli", hidden: int = 256, init: str | None = None):
+    """The model a method declares (`model_kind`), sized for images of `shape`: the registered class's `for_images`;
+    `init` (`nets.INITS`) only for a model that has the option (None: the model's own start)."""
     OBJECTIVES.load()                # the objectives' modules register the models they train (`model_kind`)
     if kind not in MODELS:
         raise InputError(f"`disentbook train` cannot build a {kind!r} model; it builds: {', '.join(sorted(MODELS))}")
-    return MODELS[kind].for_images(shape, latent_dim=latent_dim, z_dim=z_dim, s_dim=s_dim, likelihood=likelihood, hidden=hidden)
+    extra = {}
+    if init is not None:
+        if "init" not in inspect.signature(MODELS[kind].for_images).parameters:
+            raise InputError(f"a {kind!r} model has no choice of initial weights (init={init!r}); leave it out")
+        check_init(init); extra["init"] = init
+    return MODELS[kind].for_images(shape, latent_dim=latent_dim, z_dim=z_dim, s_dim=s_dim, likelihood=likelihood, hidden=hidden,
+                                   **extra)
 
 # %% ../nbs/89_jobs.ipynb #2efa8d64
 DEFAULT_BATCH_SIZE, DEFAULT_LR = 64, 5e-4
@@ -152,13 +160,14 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
               out_dir="results/train", device=None, seed: int = 0, resume: bool = False, overwrite: bool = False,
               z_dim: int = 16, s_dim: int = 8, hidden: int = 256, data_params: dict | None = None, evaluate: bool = True,
               eval_points: int = 2000, threads: int | None = None, precision: str | None = None,
-              ckpt_every: int | None = None, channels_last: bool | None = None) -> dict:
+              ckpt_every: int | None = None, channels_last: bool | None = None, init: str | None = None) -> dict:
     """Train objective `method` on `dataset` with the model it declares; write `out_dir/checkpoint/`, history, figures,
     `run.json` and `metrics.json` (the paper metrics for the dataset). Every input is checked before any data work.
     `dataset=None`: the method's own (`objectives.base.default_dataset`); `latent_dim=None`: its `default_latent_dim`;
     `precision=None`: 'auto' (bf16 where the device has it natively; with `resume`, the checkpoint's); `ckpt_every=None`:
     a checkpoint every tenth of the run, at most every 2,000 steps (a killed run resumes from there bit-exactly);
-    `channels_last`: the conv weights' layout while training on a CPU (`TrainConfig.channels_last`; resumed: the run's own)."""
+    `channels_last`: the conv weights' layout while training on a CPU (`TrainConfig.channels_last`; resumed: the run's own);
+    `init`: the model's initial weights (`nets.INITS`; None: PyTorch's layer defaults; resumed: the run's own)."""
     cls = OBJECTIVES[method]
     if dataset is None: dataset = default_dataset(method)
     if latent_dim is None: latent_dim = cls.default_latent_dim
@@ -168,7 +177,9 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
     dev = resolve_device(device)
     if threads is not None: torch.set_num_threads(int(threads))
     with run_lock(Path(out_dir)) as out:
-        if resume: batch_size, lr = _resume_check(out, method, dataset, steps, batch_size, lr, precision)
+        if resume:
+            batch_size, lr = _resume_check(out, method, dataset, steps, batch_size, lr, precision)
+            if init is None: init = read_checkpoint_config(out / "checkpoint")["model"].get("init")
         else:
             clear_run(out) if overwrite else refuse_existing(out)
             batch_size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
@@ -179,7 +190,7 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
         data = build_dataset(dataset, data_params)
         with torch.random.fork_rng(devices=[]):          # its config only: `build_run` seeds, then builds the model
             model_config = build_model_for(cls.model_kind, image_shape(data), latent_dim=latent_dim, z_dim=z_dim, s_dim=s_dim,
-                                           likelihood=likelihood, hidden=hidden).config
+                                           likelihood=likelihood, hidden=hidden, init=init).config
         if resume:   # the run's own settings, as its checkpoint holds them, to the new total of steps
             config = TrainConfig.from_dict(read_checkpoint_config(out / "checkpoint")["train"] | dict(steps=steps, device=str(dev)))
         run = RunSpec(method, params, model_config, config, out_dir=out, name=f"{method} on {dataset}",

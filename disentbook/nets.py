@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from .core import InputError, Registry, to_float_images
 
 # %% auto #0
-__all__ = ['ARCHS', 'LIKELIHOODS', 'MODELS', 'grouped_member_convs', 'MemberConv2d', 'MemberConvTranspose2d', 'ConvEncoder',
-           'ConvDecoder', 'bernoulli_nll', 'gaussian_nll', 'laplace_nll', 'l2sq_cost', 'l1_cost', 'reparameterize',
-           'VAE', 'build_model', 'MLPDiscriminator']
+__all__ = ['ARCHS', 'LIKELIHOODS', 'INITS', 'MODELS', 'grouped_member_convs', 'MemberConv2d', 'MemberConvTranspose2d',
+           'ConvEncoder', 'ConvDecoder', 'bernoulli_nll', 'gaussian_nll', 'laplace_nll', 'l2sq_cost', 'l1_cost',
+           'reparameterize', 'check_init', 'init_weights', 'VAE', 'build_model', 'MLPDiscriminator']
 
 # %% ../nbs/03_nets.ipynb #d5e72b14
 _GROUPED = [False]
@@ -139,6 +139,24 @@ def reparameterize(mu: torch.Tensor, logvar: torch.Tensor | None, generator: tor
     eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
     return mu + torch.exp(0.5 * logvar) * eps
 
+# %% ../nbs/03_nets.ipynb #52bf3173
+INITS = ("pytorch", "glorot")
+
+def check_init(init: str) -> None:
+    "A one-line error unless `init` names a scheme of `INITS`."
+    if init not in INITS: raise InputError(f"init must be one of {', '.join(map(repr, INITS))}, got {init!r}")
+
+def init_weights(model: nn.Module, init: str = "pytorch") -> nn.Module:
+    """Start `model`'s linear and convolutional layers from `init`: 'pytorch' leaves the layers' own defaults, 'glorot'
+    draws Glorot-uniform weights and zero biases (TensorFlow's defaults). Draws from the global generator; `model` back."""
+    check_init(init)
+    if init == "glorot":
+        for m in model.modules():
+            if isinstance(m, (nn.Linear, nn.Conv2d, nn.ConvTranspose2d)):
+                nn.init.xavier_uniform_(m.weight)
+                if m.bias is not None: nn.init.zeros_(m.bias)
+    return model
+
 # %% ../nbs/03_nets.ipynb #98f90423
 MODELS = Registry("model")
 
@@ -146,26 +164,31 @@ MODELS = Registry("model")
 class VAE(nn.Module):
     "Conv encoder → q(z|x) (Gaussian or deterministic) → conv decoder → likelihood."
     def __init__(self, image_size: int = 64, channels: int = 1, latent_dim: int = 10,
-                 likelihood: str = "bernoulli", scale: float = 1.0, encoder: str = "gaussian", hidden: int = 256):
+                 likelihood: str = "bernoulli", scale: float = 1.0, encoder: str = "gaussian", hidden: int = 256,
+                 init: str = "pytorch"):
         super().__init__()
         LIKELIHOODS[likelihood]  # fail early on an unknown name
+        check_init(init)
         if encoder not in ("gaussian", "deterministic"):
             raise InputError(f"encoder must be 'gaussian' or 'deterministic', got {encoder!r}")
         if latent_dim < 1: raise InputError(f"latent_dim must be >= 1, got {latent_dim}")
         if scale <= 0: raise InputError(f"likelihood scale must be > 0, got {scale}")
         self.config = dict(kind="vae", image_size=image_size, channels=channels, latent_dim=latent_dim,
                            likelihood=likelihood, scale=scale, encoder=encoder, hidden=hidden)
+        if init != "pytorch": self.config["init"] = init     # (configs written before the option read as they did)
         self.latent_dim, self.shape = latent_dim, (channels, image_size, image_size)
         self.encoder = ConvEncoder(channels, image_size, latent_dim * (2 if encoder == "gaussian" else 1), hidden)
         self.decoder = ConvDecoder(latent_dim, channels, image_size, hidden)
         nll = LIKELIHOODS[likelihood]
         self._nll = (lambda o, x: nll(o, x, scale)) if likelihood in ("gaussian", "laplace") else nll
+        init_weights(self, init)
 
     @classmethod
     def for_images(cls, shape: tuple, latent_dim: int = 10, z_dim: int = 16, s_dim: int = 8, likelihood: str = "bernoulli",
-                   hidden: int = 256):
+                   hidden: int = 256, init: str = "pytorch"):
         "This model for images of `shape` (C, H, W) from the command line's size flags (`disentbook train` builds with it)."
-        return cls(image_size=shape[1], channels=shape[0], latent_dim=latent_dim, likelihood=likelihood, hidden=hidden)
+        return cls(image_size=shape[1], channels=shape[0], latent_dim=latent_dim, likelihood=likelihood, hidden=hidden,
+                   init=init)
 
     def _input(self, x):
         if x.ndim != 4 or tuple(x.shape[1:]) != self.shape:

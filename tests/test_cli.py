@@ -79,6 +79,24 @@ def test_train_and_resume(capsys, tmp_path):
     assert rc == 2 and "beta" in err, err
 
 
+
+def test_train_with_glorot_initial_weights_resumes_with_them(capsys, tmp_path):
+    out = tmp_path / "g"
+    args = ["train", "--method", "annealed_vae", "--dataset", "digits", "--batch-size", "8", "--latent-dim", "3",
+            "--out", str(out), "--device", "cpu", "--hidden", "16", "--no-eval", "--data-param", "n=64"]
+    assert run(capsys, *args, "--steps", "2", "--init", "glorot")[0] == 0
+    assert json.loads((out / "checkpoint" / "config.json").read_text())["model"]["init"] == "glorot"
+    assert run(capsys, *args, "--steps", "4", "--resume")[0] == 0              # the run's own start, unasked
+    rc, _, err = run(capsys, *args, "--steps", "6", "--resume", "--init", "pytorch")
+    assert rc == 2 and "init" in err and "\n" not in err.strip(), err
+    plain = tmp_path / "p"
+    assert run(capsys, *[a if a != str(out) else str(plain) for a in args], "--steps", "2")[0] == 0
+    assert "init" not in json.loads((plain / "checkpoint" / "config.json").read_text())["model"]
+    rc, _, err = run(capsys, "train", "--method", "cvae", "--steps", "1", "--init", "glorot", "--out", str(tmp_path / "c"))
+    assert rc == 2 and "no choice of initial weights" in err, err
+    with pytest.raises(SystemExit) as e: main([*args, "--steps", "1", "--init", "xavier"])
+    assert e.value.code == 2 and "invalid choice: 'xavier'" in capsys.readouterr().err
+
 def test_reproduce_options_reach_the_reproduction(capsys, tmp_path, monkeypatch):
     from disentbook.core import REPRODUCTIONS
     seen = {}

@@ -74,7 +74,7 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
                            torch=torch.__version__, clock="active",
                            **({"bf16_emulated": True} if any(q.get("bf16_emulated") for q in rows) else {})),
                 command=f"python3 -m disentbook campaign --stage zoo-{name}", recipe=f"disentbook.campaign.zoo.RECIPES['{name}']",
-                source=r.source, evaluation=P.EVALUATIONS["dsprites"],
+                source=r.source, **({"pilot": r.pilot} if r.pilot else {}), evaluation=P.EVALUATIONS["dsprites"],
                 curve=[{k: (round(v, 5) if isinstance(v, float) else v) for k, v in q.items() if k in KEEP or k.startswith("loss/")} for q in rows],
                 length=curve["choice"]["why"], length_record=curve["choice"]["record"],
                 check=dict(mig=row["check/mig"], factor_vae=row["check/factor_vae"],
@@ -87,7 +87,7 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
                 figures=dict(curve=z.curve_file(".").with_suffix(".png").as_posix(),
                              traversals=(FIGURES / f"{name}_traversals.png").as_posix(),
                              curve_record=z.curve_file(".").as_posix()))
-    card["note"] = (f"{r.source}. Trained {L:,} steps of batch {s['batch_size']} (the length its learning curves over seeds "
+    card["note"] = (f"{r.source}{'; declared pilot: ' + r.pilot if r.pilot else ''}. Trained {L:,} steps of batch {s['batch_size']} (the length its learning curves over seeds "
                     f"0-2 chose), seed {seed} of five; MIG {row['check/mig']:.3f} on images that chose nothing (five seeds: "
                     f"{sel['check_mean']:.3f} ± {sel['check_std']:.3f}).")
     if again:
