@@ -42,7 +42,8 @@ def stages() -> dict:
     "{stage: (what it runs, function(root, clock, say) -> 'ok' | 'partial')}, in the declared order (`ORDER`)."
     out = {}
     for name, r in zoo.RECIPES.items():
-        what = (f"dSprites zoo: {name} ({r.method}, {', '.join(f'{k} = {v:g}' for k, v in r.params.items())}): curves over "
+        what = (f"dSprites zoo: {name} ({r.method}, {', '.join(f'{k} = {v:g}' for k, v in r.params.items())}"
+                f"{''.join(f', {k} {v}' for k, v in r.model.items())}{', declared pilot' if r.pilot else ''}): curves over "
                 f"seeds {', '.join(map(str, zoo.CURVE_SEEDS))} until the length rule holds, then seeds "
                 f"{', '.join(map(str, zoo.MORE_SEEDS))} to that length")
         out[f"zoo-{name}"] = (what, (lambda n: lambda root, clock, say: _zoo_stage(root, n, clock, say))(name))
