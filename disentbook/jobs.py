@@ -94,7 +94,7 @@ import torch
 from .core import write_json
 from .data.training_sets import TRAINING_SETS, build_dataset, image_shape
 import inspect
-from .nets import MODELS, check_init
+from .nets import MODELS
 from .objectives.base import OBJECTIVES, SAMPLERS, check_params, default_dataset
 from .training.config import TrainConfig
 from .training.run import RunSpec, build_run
@@ -122,7 +122,7 @@ def build_model_for(kind: str, shape: tuple, latent_dim: int = 10, z_dim: int = 
     if init is not None:
         if "init" not in inspect.signature(MODELS[kind].for_images).parameters:
             raise InputError(f"a {kind!r} model has no choice of initial weights (init={init!r}); leave it out")
-        check_init(init); extra["init"] = init
+        extra["init"] = init                      # the model checks the name
     return MODELS[kind].for_images(shape, latent_dim=latent_dim, z_dim=z_dim, s_dim=s_dim, likelihood=likelihood, hidden=hidden,
                                    **extra)
 
