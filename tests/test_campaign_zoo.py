@@ -18,6 +18,7 @@ from disentbook.cli import main
 Z.CHUNK, Z.NUM_POINTS, Z.GRID, Z.CURVE_SEEDS, Z.MORE_SEEDS = 10, 200, (30,), (0,), ()
 Z.FVAE = dict(batch_size=16, num_train=20, num_eval=10, num_variance_estimate=200)
 Z.RULE = LengthRule(min_seeds=1, min_stop=0)
+Z.THREE_SEED_RECIPES = ()
 sys.exit(main(["campaign", *sys.argv[1:]]))
 """
 

@@ -88,7 +88,7 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
                              traversals=(FIGURES / f"{name}_traversals.png").as_posix(),
                              curve_record=z.curve_file(".").as_posix()))
     card["note"] = (f"{r.source}{'; declared pilot: ' + r.pilot if r.pilot else ''}. Trained {L:,} steps of batch {s['batch_size']} (the length its learning curves over seeds "
-                    f"0-2 chose), seed {seed} of five; MIG {row['check/mig']:.3f} on images that chose nothing (five seeds: "
+                    f"{z.curve_seeds[0]}-{z.curve_seeds[-1]} chose), seed {seed} of five; MIG {row['check/mig']:.3f} on images that chose nothing (five seeds: "
                     f"{sel['check_mean']:.3f} ± {sel['check_std']:.3f}).")
     if again:
         card["trained_again"] = dict(steps=L, mig=row["mig"], check_mig=row["check/mig"], curve_mig=chose["mig"],

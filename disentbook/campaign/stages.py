@@ -42,13 +42,14 @@ def stages() -> dict:
     "{stage: (what it runs, function(root, clock, say) -> 'ok' | 'partial')}, in the declared order (`ORDER`)."
     out = {}
     for name, r in zoo.RECIPES.items():
+        z = zoo.ZooRecipe(name)
         what = (f"dSprites zoo: {name} ({r.method}, {', '.join(f'{k} = {v:g}' for k, v in r.params.items())}"
                 f"{''.join(f', {k} {v}' for k, v in r.model.items())}{', declared pilot' if r.pilot else ''}): curves over "
-                f"seeds {', '.join(map(str, zoo.CURVE_SEEDS))} until the length rule holds, then seeds "
-                f"{', '.join(map(str, zoo.MORE_SEEDS))} to that length")
+                f"seeds {', '.join(map(str, z.curve_seeds))} until the length rule holds"
+                + (f", then seeds {', '.join(map(str, z.more_seeds))} to that length" if z.more_seeds else ""))
         out[f"zoo-{name}"] = (what, (lambda n: lambda root, clock, say: _zoo_stage(root, n, clock, say))(name))
     for p, (key, sign, grid, _, _) in papers.METRICS.items():
-        what = (f"{p}'s headline rows, curves over seeds {', '.join(map(str, papers.CURVE_SEEDS))} of {key} "
+        what = (f"{p}'s headline rows, curves over seeds {', '.join(map(str, papers.curve_seeds(p)))} of {key} "
                 f"({'higher' if sign > 0 else 'lower'} is better) until the length rule holds; the cpu scale's length")
         out[f"curves-{p}-seeds"] = (what, (lambda q: lambda root, clock, say: papers.stage_curves(root, q, clock, say))(p))
     for name, r in reproductions.all_reproductions().items():
