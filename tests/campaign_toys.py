@@ -42,3 +42,17 @@ def run_slow(root):
     from disentbook.campaign.curves import along_seeds
     from disentbook.campaign.ledger import Clock
     along_seeds(root, SlowToy(), (0, 1), [1000], Clock(3600), workers=2)
+
+
+class TimedToy(FileToy):
+    "A FileToy whose rows record their training seconds (`seconds` of them per step) and the threads it had."
+    name, timed, seconds = "timedtoy", True, 0.01
+    def curve_file(self, root): return Path(root) / "timedtoy.json"
+    def measure(self, root, seed, steps):
+        return dict(super().measure(root, seed, steps), train_seconds=self.seconds * steps, seconds_eval=1.0)
+
+
+class SlowTimedToy(TimedToy):
+    "A TimedToy whose rows say 0.5 s a step."
+    name, seconds = "slowtimedtoy", 0.5
+    def curve_file(self, root): return Path(root) / "slowtimedtoy.json"

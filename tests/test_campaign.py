@@ -120,6 +120,34 @@ def test_unpack_leaves_landed_stages_alone(capsys, tmp_path, monkeypatch):
     assert G.unpack(a) == 0 and dest.read_text() == "run again"
 
 
+def test_a_timed_subject_measures_its_rate_first_then_trains_seeds_at_once_only_where_they_reach_the_horizon(tmp_path):
+    """A subject whose rows record their training seconds: with no rate yet, its first seed trains alone (in this
+    process) to the first length; then the seeds train two at once when that reaches the horizon within the budget, and
+    one at a time on every core when only that does."""
+    import os
+    from campaign_toys import SlowTimedToy, TimedToy
+    from disentbook.campaign.curves import along_seeds, read_curve, seconds_per_step
+    from disentbook.campaign.ledger import Clock
+    fast, slow = tmp_path / "fast", tmp_path / "slow"
+    fast.mkdir(); slow.mkdir()
+    said = []
+    assert along_seeds(fast, TimedToy(), (0, 1, 2), [1000, 2000, 3000, 4000], Clock(3600), said.append, workers=2)
+    rows = read_curve(fast, TimedToy())["seeds"]
+    assert rows["0"][0]["pid"] == os.getpid() and rows["0"][0]["steps"] == 1000       # the first seed alone, here
+    assert all(r["pid"] != os.getpid() for s in ("1", "2") for r in rows[s])          # the rest in child processes
+    assert "timedtoy: seeds 0, 1, 2 in 2 processes at once" in said
+    # 0.5 s a step: 4,000 steps take 2,000 s alone on every core, 2,000 * 2 / PAIR_GAIN s each two at once: a budget of
+    # 3,000 s holds the one, not the other
+    cores = os.cpu_count() or 1
+    said = []
+    assert along_seeds(slow, SlowTimedToy(), (0, 1, 2), [1000, 4000], Clock(3000), said.append, workers=2) is not None
+    step_s, _ = seconds_per_step(read_curve(slow, SlowTimedToy()))
+    assert abs(step_s - 0.5) < 1e-9                     # rows of seeds trained here, on every core: 0.5 s a step alone
+    if cores == 2:
+        assert any("seeds one at a time on every core" in s for s in said), said
+        assert all(r["pid"] == os.getpid() for rr in read_curve(slow, SlowTimedToy())["seeds"].values() for r in rr)
+
+
 def test_curve_seeds_in_processes_write_every_row_and_choose_as_one_at_a_time(tmp_path):
     """`workers=2`: the curve seeds train in two child processes at once, each on its share of the cores, and the record
     gets every row (its writes serialised by a lock), the same rows and choice as seeds trained one after another; a

@@ -15,9 +15,9 @@ from .lengths import choose_length, complete_lengths, curve_done
 from .ledger import WORK, CampaignError, Clock, write_json_atomic
 
 # %% auto #0
-__all__ = ['LIVE', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along', 'default_workers',
-           'live_seeds', 'share_cores', 'exit_with_parent', 'along_seeds', 'train_curves', 'train_seeds',
-           'curve_figure', 'write_curve_figure']
+__all__ = ['LIVE', 'PAIR_GAIN', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along',
+           'default_workers', 'live_seeds', 'share_cores', 'exit_with_parent', 'seconds_per_step', 'seeds_at_once',
+           'along_seeds', 'train_curves', 'train_seeds', 'curve_figure', 'write_curve_figure']
 
 # %% ../../nbs/89c_campaign_curves.ipynb #94f60aa9
 class Subject:
@@ -25,6 +25,7 @@ class Subject:
     better), `grid`, `rule`, `curve_seeds`, `more_seeds`; methods below."""
     key, sign, more_seeds = "mig", 1, ()
     threads = None                                             # torch threads its runs train on (None: its own setting)
+    timed = False                                              # its rows record `train_seconds` and `threads` (the rates `seeds_at_once` reads)
     def identity(self) -> dict: raise NotImplementedError      # what a committed record must match to be continued
     def same_identity(self, key: str, recorded, now) -> bool: return recorded == now     # a record's `key` as this one's
     def curve_file(self, root) -> Path: raise NotImplementedError
@@ -147,15 +148,53 @@ def exit_with_parent(poll: float = 2.0):
 
 def _say(text: str): print(text, flush=True)          # a child's lines reach a log file as they are said
 
+# the machine's images/s with one single-threaded seed process per core over one process on every core (two cores, the
+# zoo's conv64 beta-VAE, `benchmarks/bench_trainer.py --processes`)
+PAIR_GAIN = 1.14
+
+def seconds_per_step(curve: dict, cores: int | None = None) -> tuple[float, float] | None:
+    """(training seconds per step of one seed alone on every core, seconds per measurement) from a curve record's rows
+    (each seed's latest: its training seconds over its steps, converted from the cores it had); None without such rows."""
+    cores = cores or os.cpu_count() or 1
+    last = [max(rows, key=lambda r: r["steps"]) for rows in curve["seeds"].values() if rows]
+    last = [r for r in last if r.get("train_seconds") and r.get("steps") and math.isfinite(r["train_seconds"])]
+    if not last: return None
+    def alone(r):
+        n = max(1, cores // max(1, int(r.get("threads") or cores)))       # seed processes at once when it trained
+        return r["train_seconds"] / r["steps"] * (PAIR_GAIN / n if n > 1 else 1.0)
+    return float(np.median([alone(r) for r in last])), float(np.median([r.get("seconds_eval") or 0.0 for r in last]))
+
+def seeds_at_once(root, subj: Subject, todo, lengths, clock: Clock, workers: int) -> int:
+    """How many of the seeds `todo` train at once: `workers`, unless that many at once would not bring the first of them
+    through `lengths` within the budget left while one alone would. A run's progress outlives a call only as the lengths
+    it measured (a checkout carries no checkpoint of the dSprites zoo's size), so a seed the budget cuts short is trained
+    again from its first step by the next call. Rates from the subject's record (`seconds_per_step`); none: `workers`."""
+    w = max(1, min(int(workers), len(todo)))
+    rate = seconds_per_step(read_curve(root, subj)) if w > 1 else None
+    if rate is None: return w
+    step_s, eval_s = rate
+    need = max(max(lengths) - min(subj.step_of(root, s), max(lengths)) for s in todo[:w])
+    together, alone = need * step_s * w / PAIR_GAIN + eval_s * len(lengths), need * step_s + eval_s * len(lengths)
+    return 1 if not clock.fits(together) and clock.fits(alone) else w
+
 def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, workers: int = 1) -> bool:
     """`measure_along` for every seed of `seeds` whose rows lack a length of `lengths`: one after another, or (`workers`
     > 1) that many fresh child processes at once, each on its share of the cores (they say their progress on standard
     output). False when the budget ran out for one of them (the others stop at their own next check)."""
-    have = read_curve(root, subj)["seeds"]
-    todo = [s for s in seeds if any(not any(r["steps"] == L for r in have.get(str(s), [])) for L in lengths)]
-    if int(workers) <= 1 or len(todo) <= 1: return all(measure_along(root, subj, s, lengths, clock, say) for s in todo)
+    def lacking():
+        have = read_curve(root, subj)["seeds"]
+        return [s for s in seeds if any(not any(r["steps"] == L for r in have.get(str(s), [])) for L in lengths)]
+    todo = lacking()
+    if (subj.timed and int(workers) > 1 and len(todo) > 1 and seconds_per_step(read_curve(root, subj)) is None):
+        # no rate yet: the first seed alone to the first length measures it (a few minutes at most)
+        if not measure_along(root, subj, todo[0], sorted(lengths)[:1], clock, say): return False
+        todo = lacking()
+    w = seeds_at_once(root, subj, todo, lengths, clock, workers)
+    if w < min(int(workers), len(todo)):
+        say(f"{subj.name}: seeds one at a time on every core (two at once would not reach {max(lengths):,} steps "
+            f"within the budget left, one alone would)")
+    if w <= 1 or len(todo) <= 1: return all(measure_along(root, subj, s, lengths, clock, say) for s in todo)
     from disentbook.repro.runs import map_in_processes
-    w = min(int(workers), len(todo))
     child = copy.copy(clock); child.say = print                   # picklable (the child says through `_say`)
     live = Path(root) / LIVE                                        # the seeds not done yet: each child removes its own
     shutil.rmtree(live, ignore_errors=True); live.mkdir(parents=True)

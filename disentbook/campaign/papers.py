@@ -54,6 +54,7 @@ def headline(paper_name: str) -> tuple[str, tuple]:
 # %% ../../nbs/89e_campaign_papers.ipynb #91d7c5a4
 class PaperRow(Subject):
     "One headline row of a paper, followed along one run per seed with the paper's own evaluation."
+    timed = True
     def __init__(self, paper_name: str, slug: str):
         from disentbook.repro.declare import PAPERS, scale_config
         from disentbook.repro.runs import HARNESS_OPTIONS

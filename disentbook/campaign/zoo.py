@@ -116,7 +116,7 @@ CURVES = Path("benchmarks") / "curves" / "zoo"
 
 class ZooRecipe(Subject):
     "A zoo recipe's learning curves: MIG on the choosing images, every seed trained by `jobs.train_job` in chunks."
-    key, sign = "mig", 1
+    key, sign, timed = "mig", 1, True
     def __init__(self, name: str):
         self.name, self.recipe, self.again = name, recipe(name), False
         self.grid, self.rule, self.curve_seeds, self.more_seeds = GRID, RULE, CURVE_SEEDS, MORE_SEEDS
