@@ -56,10 +56,12 @@ def load_invariance_data(name: str, cfg: dict, seed: int, options: dict):
     raise KeyError(name)
 
 def invariance_model(spec: dict, data, cfg: dict) -> VAE:
-    "The shared convolutional VAE: 20 latents (+ the one-hot condition slots for VFAE / CVIB: 9 on Colored-MNIST)."
+    """The shared convolutional VAE: 20 latents (+ the one-hot condition slots for VFAE / CVIB: 9 on Colored-MNIST), from
+    the initial weights the spec's `model` names (`nets.INITS`; default PyTorch's)."""
     shape = data.train.observation_shape
     extra = cond_width(cfg) if spec["objective"] in ("vfae", "cvib") else 0
-    return VAE(shape[-1], shape[0], cfg["model"]["latent_dim"] + extra, hidden=cfg["model"].get("hidden", 256))
+    return VAE(shape[-1], shape[0], cfg["model"]["latent_dim"] + extra, hidden=cfg["model"].get("hidden", 256),
+               init=spec.get("model", {}).get("init", "pytorch"))
 
 def invariance_sampler(data, device):
     "Pairs with k changed known nuisances, the class kept (difficulty warm-up when the run asks for it)."
