@@ -165,6 +165,24 @@ def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
     assert len(calls) == 13 and not (tmp_path / ".lock").exists()
 
 
+def test_a_report_judged_again_keeps_its_training_line_and_not_run_list_in_order(toy, tmp_path):
+    """metrics.json keeps its keys sorted; the report written from it again lists the training settings and the tables
+    not run in the same order as the report the runs wrote (the paper's table order, the settings by name)."""
+    import re
+    fn, _ = toy
+    fn("quick", out_dir=tmp_path, device="cpu", seed=3)
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    m["skipped"] = {"Z later": "not run", "T": "not run here"}          # as if the call had skipped them, in this order
+    (tmp_path / "metrics.json").write_text(json.dumps(m))
+    assert main(["reproduce", "toy_test", "--out", str(tmp_path), "--rejudge"]) == 0
+    first = (tmp_path / "report.md").read_text()
+    assert main(["reproduce", "toy_test", "--out", str(tmp_path), "--rejudge"]) == 0
+    again = (tmp_path / "report.md").read_text()
+    def parts(md): return re.findall(r"training \{.*?\}\.", md), md[md.index("## Not run"):].splitlines()[2:4]
+    assert parts(first) == parts(again) and parts(first)[0]
+    assert parts(first)[1] == ["- T: not run here", "- Z later: not run"]            # the paper's table first
+
+
 def test_rejudge_applies_this_judge_to_finished_runs_without_training(toy, tmp_path, monkeypatch):
     "`--rejudge`: claims, cells and report rebuilt from metrics.json (what a later judge fix needs); nothing trains."
     fn, calls = toy

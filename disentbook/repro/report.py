@@ -232,7 +232,7 @@ def report_markdown(ctx, md_tables, rows, claims, figs, seconds, train_seconds, 
          f"{train_seconds:.0f} s; runs an earlier call finished are reused)" if math.isfinite(seconds) else
          f"wall time not recorded (the call stopped before its report); the runs' training and evaluation {train_seconds:.0f} s")
          + f"; seeds "
-         f"{ctx.seeds}; training {json.dumps(cfg['train'])}.", ""]
+         f"{ctx.seeds}; training {json.dumps(cfg['train'], sort_keys=True)}.", ""]    # as a report judged again reads it
     evals = _run_evals(ctx)
     modes = _modes(evals)
     if modes: L += ["How each run trained: " + "; ".join(modes) + ".", ""]
@@ -261,7 +261,8 @@ def report_markdown(ctx, md_tables, rows, claims, figs, seconds, train_seconds, 
         if (c := located(ctx.out, m / "losses.png", ctx.trained_in)): L.append(f"- `{c}` (loss curves, every seed)")
         else: L += [f"- `{r}` (loss curves)" for q in sorted((ctx.out / m).glob("seed*"))      # a report drawn one per run
                     if (r := located(ctx.out, q.relative_to(ctx.out) / "losses.png", ctx.trained_in))]
-    if ctx.skipped: L += ["", "## Not run", ""] + [f"- {t}: {why}" for t, why in ctx.skipped.items()]
+    order = {t.name: i for i, t in enumerate(p.tables)}              # the paper's order, however metrics.json keeps them
+    if ctx.skipped: L += ["", "## Not run", ""] + [f"- {t}: {ctx.skipped[t]}" for t in sorted(ctx.skipped, key=lambda t: (order.get(t, len(order)), t))]
     L += ["", "Per-run details (every metric, timings, final training terms): `metrics.json`, "
           "`runs/<dataset>/<model>/seed<k>/eval.json`."]
     return "\n".join(L) + "\n"
