@@ -68,7 +68,7 @@ REPRODUCTIONS = {
     "reproduce-invariance": Reproduction("invariance", needs_curves=True, runner="processes", options=cpu_options("invariance"),
                                          why=_NEW_SEEDS),
     "reproduce-vae": Reproduction("vae", needs_curves=True, runner="processes", options=cpu_options("vae"),
-                                  why="the β-VAE row on five seeds at the length its curves over seeds chose"),
+                                  why="the β-VAE row on five seeds its curves did not train (5-9), at the length its curves over seeds chose"),
 }
 
 # the `gpu` scales, one GPU job after another (`--stage gpu-PAPER --budget 8m` on a GPU machine, then `--pack`; here
