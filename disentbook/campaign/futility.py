@@ -123,7 +123,7 @@ def reckon(root, paper_name: str, steps: int, say=print, references: dict | None
 
 def recorded(root, paper_name: str) -> dict | None:
     "The kept reading of the paper's gates on its curves, or None; an unreadable file is refused in one line."
-    f, seeds = gates_file(root, paper_name), curve_seeds(paper_name)
+    f = gates_file(root, paper_name)
     if not f.is_file(): return None
     try: rec = json.loads(f.read_text())
     except ValueError: raise CampaignError(f"{f} is not readable JSON; restore it with git checkout, or delete it to read the gates again") from None
