@@ -150,8 +150,9 @@ def test_broken_throughput_tables_are_one_line_errors(tmp_path, monkeypatch):
     good.write_text(json.dumps(dict(device="a GPU", measured=True, rows=[
         dict(family="conv64_vae", mode="captured_single", group_size=1, images_per_s=1000.0)])))
     monkeypatch.setenv("DISENTBOOK_THROUGHPUT", str(good))
-    p = P.plan("vae", "gpu")                                           # 5 x 20,000 x 64 images at 1,000 images/s
-    assert p["device"] == "a GPU" and p["measured"] and p["seconds"] == pytest.approx(5 * 20_000 * 64 / 1000)
+    p = P.plan("vae", "gpu")                                           # 5 seeds x its steps x 64 images at 1,000 images/s
+    steps = scale_config(PAPERS["vae"], "gpu")["train"]["steps"]        # 20,000, or as many images as its curves chose
+    assert p["device"] == "a GPU" and p["measured"] and p["seconds"] == pytest.approx(5 * steps * 64 / 1000)
     with pytest.raises(P.OverBudgetError, match="over its budget of 2"): P.check_budget(p)
 
 
