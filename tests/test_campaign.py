@@ -235,3 +235,33 @@ def test_progress_names_each_seeds_last_measured_length_exactly(tmp_path, monkey
     write_json_atomic(toy.curve_file(tmp_path), c)
     monkeypatch.setattr(stages, "subjects", lambda stage: [toy])
     assert stages.progress(tmp_path, "toy") == "seeds measured to 10k/2.5k/0.5k"
+
+
+def test_a_stage_bound_to_bf16_waits_on_a_cpu_that_emulates_bf16(tmp_path, monkeypatch, capsys):
+    """A curve stage whose measured rows trained in bf16, and vae's reproduction (its curves trained in bf16), wait on a
+    CPU without native bf16 (`--list` says so, `--next` passes over them); where the CPU has native bf16, or the rows
+    trained in fp32, they train."""
+    from campaign_toys import FileToy
+    from disentbook.campaign import stages
+    from disentbook.campaign.curves import read_curve
+    from disentbook.campaign.ledger import write_json_atomic
+    toy = FileToy()
+    c = read_curve(tmp_path, toy)
+    c["seeds"] = {"0": [dict(steps=2500, score=1.0, precision="bf16")]}
+    write_json_atomic(toy.curve_file(tmp_path), c)
+    monkeypatch.setattr(stages, "subjects", lambda stage: [toy])
+    monkeypatch.setattr(stages, "cpu_native_bf16", lambda: False)
+    assert "emulation" in stages.waits_here(tmp_path, "curves-toy-seeds")
+    monkeypatch.setattr(stages, "cpu_native_bf16", lambda: True)
+    assert stages.waits_here(tmp_path, "curves-toy-seeds") is None
+    monkeypatch.setattr(stages, "cpu_native_bf16", lambda: False)
+    c["seeds"]["0"][0]["precision"] = "fp32"; write_json_atomic(toy.curve_file(tmp_path), c)
+    assert stages.waits_here(tmp_path, "curves-toy-seeds") is None
+    monkeypatch.undo()
+    line = lambda out, s: next(l for l in out.splitlines() if l.startswith(s + " "))
+    for native, status in ((False, "waits (bf16)"), (True, "not started")):
+        monkeypatch.setattr(stages, "cpu_native_bf16", lambda: native)
+        assert stages.main(["--list", "--root", str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert status in line(out, "reproduce-vae"), line(out, "reproduce-vae")
+        assert "waits" not in line(out, "reproduce-refvae")            # declared fp32

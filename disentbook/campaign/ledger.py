@@ -24,9 +24,9 @@ WORK = Path("results") / "campaign"                 # working files: run folders
 # fp32's seed range widened by half, `benchmarks/precision.json`), fp32 elsewhere. A stage spans machines, so what its
 # first runs chose binds the rest: a run keeps the precision it began in (its checkpoint says it), a curve's new seed
 # takes its measured seeds' and a reproduction its curves' (`reproductions.stage_options`); a bf16 stage that moves to
-# a CPU without native bf16 goes on emulated, with a warning (`bench_trainer.py --isa`: 0.38x fp32's images/s with
-# AVX-512 alone, 0.10x with AVX2). Stages begun before this default (contrastive, refvae, zoo-beta_tcvae) are fp32 and
-# stay so
+# a CPU without native bf16 waits there (`campaign.stages.waits_here`: `--next` trains the next stage instead; `--stage`
+# trains it emulated, with a warning; `bench_trainer.py --isa`: 0.38x fp32's images/s with AVX-512 alone, 0.10x with
+# AVX2). Stages begun before this default (contrastive, refvae, zoo-beta_tcvae) are fp32 and stay so
 CPU_PRECISION = "auto"
 
 def read_ledger(path: str | os.PathLike) -> dict:

@@ -11,11 +11,13 @@ from .curves import default_workers, horizon, read_curve, train_curves, train_se
 from .ledger import (LEDGER, WORK, CampaignError, Clock, call_running, machine, one_call, parse_budget,
     read_ledger, write_atomic, write_stage)
 from . import futility, papers, reproductions, transport, zoo
+from ..core import cpu_native_bf16
+from ..repro.runs import trained_precisions
 
 # %% auto #0
 __all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'ORDER', 'stages', 'checkout_models',
-           'shipped_dir', 'subjects', 'progress', 'run_stage', 'run_next', 'carried_paths', 'carry', 'add_arguments',
-           'pause_file', 'run', 'main']
+           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'waits_here', 'run_next',
+           'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
 CARRY_BUDGET = 10_000_000     # bytes of checkpoints a checkout carries in all
@@ -144,11 +146,37 @@ def run_stage(root, stage: str, clock: Clock, say=print) -> str:
                                          finished=f"{datetime.datetime.now():%Y-%m-%d %H:%M}", **machine()))
     return status
 
+def bound_precision(root, stage: str) -> str | None:
+    """The precision a stage's next run must train in, whatever the machine ('fp32' / 'bf16'): a curve stage's measured
+    seeds' (a row that measured bf16 binds the stage), a `cpu` reproduction's declared one or its curves', else the one
+    its report's runs so far trained in; None when its first run is still free to take this machine's 'auto'."""
+    if stage in reproductions.all_reproductions():
+        r = reproductions.declared(stage)
+        if r.device != "cpu": return None
+        p = reproductions.stage_options(r).get("precision")
+        if p in ("fp32", "bf16"): return p
+        found = trained_precisions(r.folder(root), r.seeds())
+        return found.pop() if len(found) == 1 else None
+    ps = {s.precision(root) for s in subjects(stage)} - {None}
+    return "bf16" if "bf16" in ps else (ps.pop() if ps else None)
+
+def waits_here(root, stage: str) -> str | None:
+    """Why `--next` passes over `stage` on this machine, or None when it trains here at full speed: a stage bound to bf16
+    on a CPU that computes bf16 only by emulation (measured: 0.10-0.11x fp32's steps per second with AVX2 alone,
+    `bench_trainer.py --isa` and `--processes --precision-ratio`) would spend ten hours where one does, so it waits for a
+    CPU with native bf16 and the next stage trains instead. `--stage NAME` trains it here anyway, emulated, with a warning."""
+    if bound_precision(root, stage) != "bf16" or cpu_native_bf16(): return None
+    return ("it trains in bf16, which this CPU computes only by emulation (about a tenth of fp32's speed): it waits for a "
+            "CPU with native bf16 (`--stage` trains it here anyway)")
+
 def run_next(root, clock: Clock, say=print) -> list[tuple[str, str]]:
-    "The stages not done yet, in order, until one ends partial (its budget) or all are done: [(stage, status)]."
+    """The stages not done yet, in order, until one ends partial (its budget) or all are done: [(stage, status)]. A stage
+    that waits for another kind of CPU (`waits_here`) is passed over: [(stage, 'waits')]."""
     led, done = read_ledger(Path(root) / LEDGER)["stages"], []
     for s in stages():
         if led.get(s, {}).get("status") == "ok" or s in reproductions.GPU_REPRODUCTIONS: continue   # GPU stages: --stage
+        if why := waits_here(root, s):
+            done.append((s, "waits")); say(f"stage {s}: waits ({why})"); continue
         st = run_stage(root, s, clock, say); done.append((s, st))
         say(f"stage {s}: {st}")
         if st != "ok": break
@@ -268,6 +296,7 @@ def run(a, say=print) -> int:
         for s, (what, _) in stages().items():
             st = led.get(s, {}).get("status", "not started")
             if st == "running" and live is False: st = "partial"    # its call was killed before it could write the stage's end
+            if st != "ok" and s not in reproductions.GPU_REPRODUCTIONS and waits_here(root, s): st = "waits (bf16)"
             say(f"{s:26s} {st:12s} {progress(root, s):30s} {what}")
         return 0
     clock = Clock(parse_budget(a.budget), pause_file(root), say)
