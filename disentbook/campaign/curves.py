@@ -91,13 +91,28 @@ def record_lock(root):
             if fcntl is not None: fcntl.flock(h, fcntl.LOCK_UN)
 
 def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=print) -> bool:
-    "Train seed `seed` through `lengths`, measuring each one its rows lack; False when the budget ran out."
+    """Train seed `seed` through `lengths`, measuring each one its rows lack; False when the budget ran out, or when the
+    seed, at the seconds per step and per measurement the subject took in this call so far (`clock.rates`), would not
+    reach the last of `lengths` within the budget left (it stops there rather than train on to be cut: a run's progress
+    outlives a call only as the lengths it measured, so a later call trains it again from its first step)."""
+    from disentbook.core import active_time
+    step_s, eval_s = clock.rates.get(subj.name, (None, None))
     for L in sorted(lengths):
         if any(r["steps"] == L for r in read_curve(root, subj)["seeds"].get(str(seed), [])): continue
         subj.check_run(root, seed)
         if subj.step_of(root, seed) > L: subj.restart(root, seed)   # a run past a length it never measured: train it again
+        at = subj.step_of(root, seed)
+        if step_s is not None:
+            todo = [g for g in lengths if g >= L]
+            if not clock.fits((max(lengths) - at) * step_s + len(todo) * eval_s):
+                say(f"{subj.name} seed {seed}: stops at {at:,} steps: at this call's {step_s:.3g} s a step it would not "
+                    f"reach {max(lengths):,} within the budget left (a later call trains it)")
+                return False
+        t0 = active_time()
         if not subj.train_to(root, seed, L, clock, say): return False
+        t1 = active_time()
         row = dict(subj.measure(root, seed, L), steps=int(L))
+        if L > at: clock.rates[subj.name] = step_s, eval_s = (t1 - t0) / (L - at), active_time() - t1
         with record_lock(root):                                      # read, add, write: one process at a time
             curve = read_curve(root, subj)
             curve["seeds"].setdefault(str(seed), []).append(row)
@@ -180,7 +195,9 @@ def seeds_at_once(root, subj: Subject, todo, lengths, clock: Clock, workers: int
 def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, workers: int = 1) -> bool:
     """`measure_along` for every seed of `seeds` whose rows lack a length of `lengths`: one after another, or (`workers`
     > 1) that many fresh child processes at once, each on its share of the cores (they say their progress on standard
-    output). False when the budget ran out for one of them (the others stop at their own next check)."""
+    output). False when the budget ran out for one of them (the others stop at their own next check) or one stopped where
+    it would not arrive in time (`measure_along`); after a round that finished some seeds and not others, the rest are
+    planned again (`seeds_at_once`)."""
     def lacking():
         have = read_curve(root, subj)["seeds"]
         return [s for s in seeds if any(not any(r["steps"] == L for r in have.get(str(s), [])) for L in lengths)]
@@ -189,6 +206,15 @@ def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, wo
         # no rate yet: the first seed alone to the first length measures it (a few minutes at most)
         if not measure_along(root, subj, todo[0], sorted(lengths)[:1], clock, say): return False
         todo = lacking()
+    while True:              # again after a round that finished some seeds and not others: the rest re-planned
+        if _along_round(root, subj, todo, lengths, clock, say, workers): return True
+        left = lacking()
+        if not left: return True
+        if len(left) == len(todo) or not clock.fits(): return False
+        todo = left
+
+def _along_round(root, subj: Subject, todo, lengths, clock: Clock, say, workers: int) -> bool:
+    "`along_seeds`'s seeds `todo`, one at a time or `seeds_at_once` of them at once; False when one of them stopped short."
     w = seeds_at_once(root, subj, todo, lengths, clock, workers)
     if w < min(int(workers), len(todo)):
         say(f"{subj.name}: seeds one at a time on every core (two at once would not reach {max(lengths):,} steps "

@@ -83,6 +83,7 @@ class Clock:
     def __init__(self, budget_s: float, pause_file: str | os.PathLike | None = None, say=print):
         self.t0, self.budget, self.chunk_s, self.paused_s = time.monotonic(), float(budget_s), None, 0.0
         self.pause_file, self.say = (Path(pause_file) if pause_file else None), say
+        self.rates = {}                             # curve subject's name -> (seconds per step, per measurement) in this call
     def left(self) -> float: return self.budget - (time.monotonic() - self.t0 - self.paused_s)
     def fits(self, seconds: float | None = None) -> bool:
         "Whether `seconds` of work (default: one chunk at the measured rate, 60 s before any) ends within the budget, with 20 % margin."
