@@ -17,7 +17,7 @@ from .ledger import WORK, CampaignError, Clock, write_json_atomic
 # %% auto #0
 __all__ = ['LIVE', 'PAIR_GAIN', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along',
            'default_workers', 'live_seeds', 'share_cores', 'exit_with_parent', 'seconds_per_step', 'seeds_at_once',
-           'along_seeds', 'train_curves', 'train_seeds', 'curve_figure', 'write_curve_figure']
+           'along_seeds', 'train_curves', 'train_subjects', 'train_seeds', 'curve_figure', 'write_curve_figure']
 
 # %% ../../nbs/89c_campaign_curves.ipynb #94f60aa9
 class Subject:
@@ -243,6 +243,17 @@ def train_curves(root, subj: Subject, clock: Clock, say=print, workers: int = 1)
         write_json_atomic(subj.curve_file(root), curve); write_curve_figure(root, subj)
         say(f"{subj.name}: length {ch.steps:,} steps ({ch.why})")
     return True
+
+def train_subjects(root, subjects, clock: Clock, say=print, workers: int = 1) -> bool:
+    """`train_curves` of each subject in turn (a paper's headline rows); one that stops short, a seed of it not reaching its
+    horizon within the budget left, leaves the rest of the budget to the next while a chunk still fits. True when every
+    subject's curves are done."""
+    done = True
+    for subj in subjects:
+        if train_curves(root, subj, clock, say, workers): continue
+        done = False
+        if not clock.fits(): break
+    return done
 
 def train_seeds(root, subj: Subject, clock: Clock, say=print, workers: int = 1) -> bool:
     "The subject's `more_seeds` to the chosen length, measured along the grid (`workers` at once); False when the budget ran out."

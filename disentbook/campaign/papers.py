@@ -140,10 +140,11 @@ def write_cpu_length(root, paper_name: str, path: Path | None = None) -> dict:
     return entry
 
 def stage_curves(root, paper_name: str, clock: Clock, say=print, lengths_path: Path | None = None) -> str:
-    "Every headline row's curves of a paper, then its `cpu` length: 'ok', or 'partial' when the budget ran out."
-    from disentbook.campaign.curves import default_workers, train_curves
-    for slug in headline(paper_name)[1]:
-        if not train_curves(root, PaperRow(paper_name, slug), clock, say, default_workers()): return "partial"
+    """Every headline row's curves of a paper (`train_subjects`: a row whose seeds would not reach their horizon within the
+    budget left gives way to the next), then its `cpu` length: 'ok', or 'partial' when a row is not done."""
+    from disentbook.campaign.curves import default_workers, train_subjects
+    rows = [PaperRow(paper_name, slug) for slug in headline(paper_name)[1]]
+    if not train_subjects(root, rows, clock, say, default_workers()): return "partial"
     e = write_cpu_length(root, paper_name, lengths_path)
     say(f"{paper_name}: the cpu scale trains {e['steps']:,} steps (" + ", ".join(f"{s} {r['steps']:,}" for s, r in e["rows"].items()) + ")")
     return "ok"
