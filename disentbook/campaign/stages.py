@@ -16,7 +16,7 @@ from ..repro.runs import trained_precisions
 
 # %% auto #0
 __all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'ORDER', 'stages', 'checkout_models',
-           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'waits_here', 'run_next',
+           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'waits_here', 'not_ready', 'run_next',
            'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
@@ -169,17 +169,26 @@ def waits_here(root, stage: str) -> str | None:
     return ("it trains in bf16, which this CPU computes only by emulation (about a tenth of fp32's speed): it waits for a "
             "CPU with native bf16 (`--stage` trains it here anyway)")
 
+def not_ready(stage: str) -> str | None:
+    "Why a stage cannot begin yet (a `cpu` reproduction whose length its curves have not chosen), or None."
+    r = reproductions.all_reproductions().get(stage)
+    if r is None or r.device != "cpu": return None
+    try: reproductions.check_length(r)
+    except CampaignError as e: return str(e)
+    return None
+
 def run_next(root, clock: Clock, say=print) -> list[tuple[str, str]]:
-    """The stages not done yet, in order, until one ends partial (its budget) or all are done: [(stage, status)]. A stage
-    that waits for another kind of CPU (`waits_here`) is passed over: [(stage, 'waits')]."""
+    """The stages not done yet, in order, while the budget lasts: [(stage, status)]. A stage that waits for another kind
+    of CPU (`waits_here`) or for another stage (`not_ready`) is passed over ('waits'); so is one that ended partial with
+    budget left (its seeds would not reach their horizon in it: the next stage takes the rest of the call)."""
     led, done = read_ledger(Path(root) / LEDGER)["stages"], []
     for s in stages():
         if led.get(s, {}).get("status") == "ok" or s in reproductions.GPU_REPRODUCTIONS: continue   # GPU stages: --stage
-        if why := waits_here(root, s):
+        if why := (waits_here(root, s) or not_ready(s)):
             done.append((s, "waits")); say(f"stage {s}: waits ({why})"); continue
         st = run_stage(root, s, clock, say); done.append((s, st))
         say(f"stage {s}: {st}")
-        if st != "ok": break
+        if st != "ok" and not clock.fits(): break
     return done
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7be49727
