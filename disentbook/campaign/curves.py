@@ -94,9 +94,13 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
     """Train seed `seed` through `lengths`, measuring each one its rows lack; False when the budget ran out, or when the
     seed, at the seconds per step and per measurement the subject took in this call so far (`clock.rates`), would not
     reach the last of `lengths` within the budget left (it stops there rather than train on to be cut: a run's progress
-    outlives a call only as the lengths it measured, so a later call trains it again from its first step)."""
+    outlives a call only as the lengths it measured, so a later call trains it again from its first step). Before this
+    call has measured the subject, its record's rate (`seconds_per_step`, perhaps of another machine) stops the seed only
+    where it would need more than twice the budget left."""
     from disentbook.core import active_time
     step_s, eval_s = clock.rates.get(subj.name, (None, None))
+    slack = 1.0
+    if step_s is None and (rate := seconds_per_step(read_curve(root, subj))) is not None: (step_s, eval_s), slack = rate, 0.5
     for L in sorted(lengths):
         if any(r["steps"] == L for r in read_curve(root, subj)["seeds"].get(str(seed), [])): continue
         subj.check_run(root, seed)
@@ -104,15 +108,16 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
         at = subj.step_of(root, seed)
         if step_s is not None:
             todo = [g for g in lengths if g >= L]
-            if not clock.fits((max(lengths) - at) * step_s + len(todo) * eval_s):
-                say(f"{subj.name} seed {seed}: stops at {at:,} steps: at this call's {step_s:.3g} s a step it would not "
-                    f"reach {max(lengths):,} within the budget left (a later call trains it)")
+            if not clock.fits(slack * ((max(lengths) - at) * step_s + len(todo) * eval_s)):
+                say(f"{subj.name} seed {seed}: stops at {at:,} steps: at {step_s:.3g} s a step it would not reach "
+                    f"{max(lengths):,} within the budget left (a later call trains it)")
                 return False
         t0 = active_time()
         if not subj.train_to(root, seed, L, clock, say): return False
         t1 = active_time()
         row = dict(subj.measure(root, seed, L), steps=int(L))
         if L > at: clock.rates[subj.name] = step_s, eval_s = (t1 - t0) / (L - at), active_time() - t1
+        slack = 1.0
         with record_lock(root):                                      # read, add, write: one process at a time
             curve = read_curve(root, subj)
             curve["seeds"].setdefault(str(seed), []).append(row)
