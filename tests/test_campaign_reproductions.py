@@ -10,11 +10,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # the stage `reproduce-refvae` declared as the tutorial's smoke reproduction (in processes, as the cpu stages train); the
 # timer's margins off
 DRIVER = """
-import sys
+import os, sys
 import disentbook.campaign.reproductions as R
 from disentbook.cli import main
 R.REPRODUCTIONS["reproduce-refvae"] = R.Reproduction("vae", scale="smoke", runner="processes", why="a test")
 R.MARGIN, R.MIN_LEFT = 0.0, 0.0
+if os.environ.get("SLOW_RATES"):                      # the rows' measured rate: 1,000 s a step
+    import disentbook.repro.runs as runs
+    runs._rates = lambda jobs: [1000.0] * len(jobs)
 sys.exit(main(["campaign", *sys.argv[1:]]))
 """
 
@@ -100,6 +103,16 @@ def test_a_reproduction_cut_by_its_budget_goes_on_and_a_folder_of_other_settings
         r = campaign(straight, "--stage", "gpu-vae", "--budget", "10m")
         assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "CUDA" in r.stderr, r.stderr[-2000:]
         assert (straight / "benchmarks" / "campaign.json").read_bytes() == ledger
+
+
+def test_a_reproduction_does_not_begin_runs_that_would_not_finish_within_its_budget(tmp_path):
+    "At its rows' measured rate no run would end within the budget: none begins, the stage is partial; then it trains."
+    r = campaign(tmp_path, "--stage", "reproduce-refvae", "--budget", "10m", SLOW_RATES="1")
+    assert r.returncode == 0 and "stage reproduce-refvae: partial" in r.stdout, (r.stdout[-1500:], r.stderr[-1500:])
+    assert "not begun: they would not have finished in time" in r.stdout, r.stdout[-1500:]
+    assert not list((tmp_path / "reports" / "vae-smoke").glob("runs/*/*/seed*/eval.json"))
+    r = campaign(tmp_path, "--stage", "reproduce-refvae", "--budget", "10m")
+    assert r.returncode == 0 and status(tmp_path) == "ok", r.stderr[-2000:]
 
 
 def test_the_declared_order_puts_each_reproduction_after_the_curves_its_length_needs():

@@ -512,7 +512,7 @@ def test_a_resumed_reproduction_trains_every_run_in_the_precision_its_runs_began
 
 def test_map_in_processes_keeps_the_items_order_raises_a_childs_error_and_ends_its_children():
     import multiprocessing as mp, signal, time
-    from disentbook.repro.runs import map_in_processes
+    from disentbook.repro.processes import map_in_processes
     assert map_in_processes(math.sqrt, [1.0, 4.0, 9.0], workers=2, order=[2, 0, 1]) == [1.0, 2.0, 3.0]
     assert map_in_processes(math.sqrt, []) == []
     with pytest.raises(InputError, match="permutation"): map_in_processes(math.sqrt, [1.0, 4.0], order=[0, 0])

@@ -225,7 +225,7 @@ def _along_round(root, subj: Subject, todo, lengths, clock: Clock, say, workers:
         say(f"{subj.name}: seeds one at a time on every core (two at once would not reach {max(lengths):,} steps "
             f"within the budget left, one alone would)")
     if w <= 1 or len(todo) <= 1: return all(measure_along(root, subj, s, lengths, clock, say) for s in todo)
-    from disentbook.repro.runs import map_in_processes
+    from disentbook.repro.processes import map_in_processes
     child = copy.copy(clock); child.say = print                   # picklable (the child says through `_say`)
     live = Path(root) / LIVE                                        # the seeds not done yet: each child removes its own
     shutil.rmtree(live, ignore_errors=True); live.mkdir(parents=True)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #84385c69
 from __future__ import annotations
-import json, shutil, signal, threading
+import json, shutil, signal, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -200,6 +200,7 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     from disentbook.core import DisentbookError
     from disentbook.repro.declare import PAPERS
     from disentbook.repro.harness import reproduce
+    from disentbook.repro.processes import OutOfTime
     r = declared(name, reproductions)
     if r.device.startswith("cuda") and not torch.cuda.is_available():
         raise CampaignError(f"{name} trains on a CUDA GPU and none is visible here: run it on a GPU machine "
@@ -222,9 +223,12 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     if timer: signal.setitimer(signal.ITIMER_REAL, left)
     try:
         reproduce(PAPERS[r.paper], scale=r.scale, out_dir=out, device=r.device, resume=True, runner=r.runner,
-                  **stage_options(r, lengths_file))
+                  deadline=time.time() + left if r.device == "cpu" else None, **stage_options(r, lengths_file))
     except OutOfBudget:
         say(f"{name}: the budget ran out; the next call goes on from the runs' checkpoints")
+        return "partial"
+    except OutOfTime as e:
+        say(f"{name}: {e} (the runs that finished are kept; a later call trains the rest)")
         return "partial"
     except DisentbookError as e:
         raise CampaignError(str(e)) from None

@@ -69,10 +69,13 @@ def _jsonable(v) -> bool:
     except TypeError: return False
 
 def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, seed: int = 0, overwrite: bool = False,
-              resume: bool = False, runner: str | None = None, ray_address: str | None = None, **options) -> dict:
+              resume: bool = False, runner: str | None = None, ray_address: str | None = None, deadline: float | None = None,
+              **options) -> dict:
     """Run `paper`'s reproduction at `scale` into `out_dir`; returns the metrics dict with `report_path`. `runner`:
     'local', 'ray', 'ensemble' or 'auto'; default 'ensemble' at the `gpu` scale on CUDA, else 'local'. `allow_eager`:
-    at the `gpu` scale on CUDA, let the ensemble runner train eagerly what it cannot capture (else an error)."""
+    at the `gpu` scale on CUDA, let the ensemble runner train eagerly what it cannot capture (else an error).
+    `deadline` (a `time.time()`): runs that would not end by then at their rows' measured rates are not begun
+    (`repro.runs.train_group`; `OutOfTime`, no report, the finished runs kept for a call with `resume=True`)."""
     unknown = sorted(set(options) - set(paper.options) - set(HARNESS_OPTIONS))
     if unknown: raise InputError(f"reproduction {paper.name!r} has no option {', '.join(unknown)}; it accepts: "
                                  f"{', '.join(['overwrite', 'resume', 'runner', 'ray_address', *HARNESS_OPTIONS, *paper.options])}")
@@ -94,7 +97,7 @@ def reproduce(paper: Paper, scale: str = "quick", out_dir=None, device=None, see
         ctx.device_name = describe_device(dev)
         jobs, where = reproduction_jobs(paper, ctx, cfg, out, dev)
         print(f"{paper.name} ({scale}): {len(jobs)} runs ({len(seeds)} seed(s) per model), runner {runner}", flush=True)
-        res = train_group(jobs, runner, ray_address)
+        res = train_group(jobs, runner, ray_address, deadline=deadline)
         for tname, s, sd, j in where: ctx.results.setdefault(tname, {}).setdefault(ctx.row(s), []).append(res[j])
         train_seconds = active_time() - t0
         return _finish(ctx, train_seconds, t0)

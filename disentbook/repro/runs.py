@@ -19,12 +19,13 @@ from ..training.config import TrainConfig
 from ..training.run import RunSpec, bound_objective, build_run
 from .declare import PAPERS, Paper, curve_lengths
 from .outdir import mark_finished, mark_in_flight
+from .processes import OutOfTime, map_in_processes
 
 # %% auto #0
 __all__ = ['CPU_CKPT_EVERY', 'HARNESS_OPTIONS', 'RUNNERS', 'MODES', 'train_data', 'data_size', 'default_model',
            'objective_params', 'build_objective', 'train_config', 'load_data', 'run_cfg', 'run_dir',
            'trained_precisions', 'run_settings', 'sampler_fn', 'layout_option', 'build_trainer', 'train_run',
-           'map_in_processes', 'job_cost', 'train_group', 'setup_job', 'job_run', 'group_jobs', 'engine_record',
+           'job_cost', 'admission', 'train_group', 'setup_job', 'job_run', 'group_jobs', 'engine_record',
            'train_ensembles']
 
 # %% ../../nbs/80f_repro_runs.ipynb #f9557783
@@ -198,74 +199,54 @@ def _evaluate_run(job: dict, data, cfg: dict, trainer, train_s: float, mode: dic
 # %% ../../nbs/80f_repro_runs.ipynb #f7cf3786
 RUNNERS = ("local", "processes", "ray", "ensemble", "auto")
 
-def _child(fn, item, conn, threads: int):
-    "In a child process: `fn(item)` on `threads` torch threads; (True, result) or (False, exception, traceback) sent back."
-    import traceback
-    torch.set_num_threads(threads)
-    try: conn.send((True, fn(item), None))
-    except BaseException as e:
-        try: conn.send((False, e, traceback.format_exc()))
-        except Exception: conn.send((False, RuntimeError(f"{type(e).__name__}: {e}"), traceback.format_exc()))
-    finally: conn.close()
-
-def map_in_processes(fn, items: list, workers: int | None = None, threads: int = 1, order: list[int] | None = None,
-                     poll: float = 0.2) -> list:
-    """`[fn(x) for x in items]`, each item in a fresh spawned child process with `threads` torch threads, at most
-    `workers` at once (default: one per core), started in `order` (item indices; default as given), returned in the
-    order of `items`. `fn` must be importable by name (a module's function, not one defined in a notebook or `__main__`).
-    A child's exception is raised here (its traceback as a note) as soon as it is seen, a child that ends without a
-    result is a `DisentbookError`; any exception here (those, a signal's, a budget's) ends the running children first."""
-    import multiprocessing as mp
-    if not items: return []
-    order = list(range(len(items))) if order is None else [int(i) for i in order]
-    if sorted(order) != list(range(len(items))): raise InputError("order: expected a permutation of the items' indices")
-    workers, ctx = max(1, min(int(workers or os.cpu_count() or 1), len(items))), mp.get_context("spawn")
-    queue, live, done = list(order), {}, {}
-    try:
-        while len(done) < len(items):
-            while queue and len(live) < workers:
-                i = queue.pop(0); get, put = ctx.Pipe(duplex=False)
-                p = ctx.Process(target=_child, args=(fn, items[i], put, int(threads)), daemon=True)
-                p.start(); put.close(); live[i] = (p, get)
-            for i, (p, get) in list(live.items()):
-                if not get.poll() and p.is_alive(): continue
-                try: ok, value, tb = get.recv()
-                except EOFError: ok, value, tb = None, None, None
-                p.join(); get.close(); del live[i]
-                if ok: done[i] = value; continue
-                if ok is None:
-                    raise DisentbookError(f"the child process of item {i} ended without a result (exit code {p.exitcode})")
-                if tb: value.add_note(f"in the child process of item {i}:\n{tb}")
-                raise value
-            if len(done) < len(items): time.sleep(poll)
-    except BaseException:
-        for p, _ in live.values(): p.terminate()
-        for p, _ in live.values(): p.join()
-        raise
-    return [done[i] for i in range(len(items))]
+def _rates(jobs: list[dict]) -> list[float | None]:
+    "Each job's row's CPU seconds per step measured along the paper's learning curves (`curve_lengths`), or None."
+    return [((curve_lengths(j["paper"]) or {}).get("rows") or {}).get(j["spec"]["slug"], {}).get("seconds_per_step")
+            for j in jobs]
 
 def job_cost(jobs: list[dict]) -> list[float]:
     """Each job's expected training time, for ordering: its steps × its row's CPU seconds per step measured along the
     paper's learning curves (`curve_lengths`), or its steps alone when a row has no measured rate."""
-    steps = [float((j["cfg"].get("train") or {}).get("steps") or 1) for j in jobs]
-    rates = [((curve_lengths(j["paper"]) or {}).get("rows") or {}).get(j["spec"]["slug"], {}).get("seconds_per_step")
-             for j in jobs]
+    steps, rates = [float((j["cfg"].get("train") or {}).get("steps") or 1) for j in jobs], _rates(jobs)
     return steps if any(r is None for r in rates) else [s * float(r) for s, r in zip(steps, rates)]
 
+def _steps_left(job: dict) -> int:
+    "The steps a job still trains: none for a finished run of its settings, else its steps less its checkpoint's step."
+    out, steps = run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])), int((job["cfg"].get("train") or {}).get("steps") or 0)
+    try:
+        if json.loads((out / "eval.json").read_text()).get("settings") == run_settings(job): return 0
+    except (OSError, ValueError): pass
+    try: return max(0, steps - int(read_checkpoint_config(out / "train" / "checkpoint")["step"]))
+    except (DisentbookError, OSError, KeyError, ValueError): return steps
+
+def admission(jobs: list[dict], deadline: float | None, margin: float = 1.1):
+    """`admit(i)` for `map_in_processes`: whether job i, begun now, ends by `deadline` (a `time.time()`) at its row's
+    measured seconds per step (× `margin` for its evaluation); a job of a row with no measured rate, and any job where
+    there is no deadline, is admitted."""
+    if deadline is None: return None
+    rates = _rates(jobs)
+    return lambda i: rates[i] is None or time.time() + margin * _steps_left(jobs[i]) * float(rates[i]) <= deadline
+
 def train_group(jobs: list[dict], runner: str = "local", ray_address: str | None = None, gpus_per_job: float = 0.0,
-                num_cpus: int | None = None) -> list[dict]:
+                num_cpus: int | None = None, deadline: float | None = None) -> list[dict]:
     """Train and evaluate `jobs` (see `train_run`): one after another here, in single-threaded child processes (one per
-    core, or `num_cpus`), or as Ray tasks; results in job order."""
+    core, or `num_cpus`), or as Ray tasks; results in job order. `deadline` (a `time.time()`; the local and processes
+    runners): a run that would not end by then at its row's measured rate (`admission`) is not begun, and once the
+    others are done `OutOfTime` says so (the finished runs are kept for the next call)."""
+    admit = admission(jobs, deadline)
     if runner not in RUNNERS: raise InputError(f"runner: expected one of {RUNNERS}, got {runner!r}")
     have_ray = importlib.util.find_spec("ray") is not None
     if runner == "auto": runner = "ray" if have_ray else "local"
-    if runner == "local": return [train_run(j) for j in jobs]
+    if runner == "local":
+        out = [train_run(j) if admit is None or admit(i) else None for i, j in enumerate(jobs)]
+        if None in out: raise OutOfTime(f"{out.count(None)} of {len(jobs)} run(s) not begun: they would not have finished in time")
+        return out
     if runner == "processes":
         n = max(1, min(int(num_cpus or os.cpu_count() or 1), len(jobs) or 1))
         why = f"runner 'processes': the Trainer, {n} run{'s' if n > 1 else ''} at a time, each in a process of one thread"
         cost = job_cost(jobs)
         return map_in_processes(train_run, [dict(j, why=why) for j in jobs], workers=n,
-                                order=sorted(range(len(jobs)), key=lambda i: -cost[i]))
+                                order=sorted(range(len(jobs)), key=lambda i: -cost[i]), admit=admit)
     if runner == "ensemble": return train_ensembles(jobs)
     if not have_ray: raise InputError("runner='ray' needs Ray: pip install 'ray>=2' (or use runner='local')")
     import ray
