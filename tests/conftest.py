@@ -4,6 +4,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+FIRST = ("tests/test_notebooks.py",)          # the longest file: begun first, while the other workers take the rest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one test process per core (`-n auto`): each, and every process it starts, computes on one thread (two processes
+    # of several threads each on two cores run about ten times slower)
+    os.environ.setdefault("OMP_NUM_THREADS", "1"); os.environ.setdefault("MKL_NUM_THREADS", "1")
+    import torch; torch.set_num_threads(1)
+
+
+def pytest_xdist_auto_num_workers(config):
+    "`-n auto`: one worker per core, at most four (each holds PyTorch and a test's data)."
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda it: not any(str(it.fspath).endswith(f) for f in FIRST))
 
 
 def script(name: str) -> str:

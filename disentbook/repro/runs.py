@@ -201,8 +201,8 @@ RUNNERS = ("local", "processes", "ray", "ensemble", "auto")
 
 def _rates(jobs: list[dict]) -> list[float | None]:
     "Each job's row's CPU seconds per step measured along the paper's learning curves (`curve_lengths`), or None."
-    return [((curve_lengths(j["paper"]) or {}).get("rows") or {}).get(j["spec"]["slug"], {}).get("seconds_per_step")
-            for j in jobs]
+    rows = {p: (curve_lengths(p) or {}).get("rows") or {} for p in {j["paper"] for j in jobs}}     # one read per paper
+    return [rows[j["paper"]].get(j["spec"]["slug"], {}).get("seconds_per_step") for j in jobs]
 
 def job_cost(jobs: list[dict]) -> list[float]:
     """Each job's expected training time, for ordering: its steps × its row's CPU seconds per step measured along the
@@ -210,12 +210,16 @@ def job_cost(jobs: list[dict]) -> list[float]:
     steps, rates = [float((j["cfg"].get("train") or {}).get("steps") or 1) for j in jobs], _rates(jobs)
     return steps if any(r is None for r in rates) else [s * float(r) for s, r in zip(steps, rates)]
 
+def _saved(job: dict):
+    "The saved metrics of a finished run of the job's settings (its `eval.json`), else None."
+    try: saved = json.loads((run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])) / "eval.json").read_text())
+    except (OSError, ValueError): return None
+    return saved.get("metrics") if isinstance(saved, dict) and saved.get("settings") == run_settings(job) else None
+
 def _steps_left(job: dict) -> int:
     "The steps a job still trains: none for a finished run of its settings, else its steps less its checkpoint's step."
     out, steps = run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])), int((job["cfg"].get("train") or {}).get("steps") or 0)
-    try:
-        if json.loads((out / "eval.json").read_text()).get("settings") == run_settings(job): return 0
-    except (OSError, ValueError): pass
+    if _saved(job) is not None: return 0
     try: return max(0, steps - int(read_checkpoint_config(out / "train" / "checkpoint")["step"]))
     except (DisentbookError, OSError, KeyError, ValueError): return steps
 
@@ -264,12 +268,10 @@ def train_group(jobs: list[dict], runner: str = "local", ray_address: str | None
 def _pending(job: dict):
     "The saved metrics of a finished run with the same settings, else None (then `settings.json` is (re)written and the folder marked in flight)."
     out, settings = run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])), run_settings(job)
-    ej, sj = out / "eval.json", out / "settings.json"
-    if ej.exists():
-        saved = json.loads(ej.read_text())
-        if saved.get("settings") == settings:
-            mark_finished(out)                                            # a call stopped between the two writes
-            return saved["metrics"]
+    sj, saved = out / "settings.json", _saved(job)
+    if saved is not None:
+        mark_finished(out)                                                # a call stopped between the two writes
+        return saved
     if sj.exists() and json.loads(sj.read_text()) != settings and (out / "train").exists():
         shutil.rmtree(out / "train")                                      # another configuration: start afresh
     mark_in_flight(out)                                                   # git leaves it alone until its eval.json
