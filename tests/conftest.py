@@ -13,6 +13,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     import torch; torch.set_num_threads(1)
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
     "`-n auto`: one worker per core, at most four (each holds PyTorch and a test's data)."
     return max(1, min(os.cpu_count() or 1, 4))

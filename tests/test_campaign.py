@@ -125,9 +125,6 @@ def test_a_timed_subject_measures_its_rate_first_then_trains_seeds_at_once_only_
     process) to the first length; then the seeds train two at once when that reaches the horizon within the budget, and
     one at a time on every core when only that does."""
     import os, torch
-    from campaign_toys import SlowTimedToy, TimedToy
-    from disentbook.campaign.curves import along_seeds, read_curve, seconds_per_step
-    from disentbook.campaign.ledger import Clock
     threads = torch.get_num_threads()
     torch.set_num_threads(os.cpu_count() or 1)        # a campaign's own process computes on every core (not a test worker's one)
     try: _timed_subject(tmp_path)
