@@ -165,6 +165,19 @@ def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
     assert len(calls) == 13 and not (tmp_path / ".lock").exists()
 
 
+def test_a_run_whose_evaluation_file_is_corrupt_is_evaluated_again_with_a_warning(toy, tmp_path):
+    "A truncated eval.json is not a finished run: resume warns, evaluates the final checkpoint again (no training) and writes it whole."
+    fn, calls = toy
+    r = fn("quick", out_dir=tmp_path, device="cpu", seed=3)
+    ej = tmp_path / "runs" / "small" / "beta_vae_beta4" / "seed4" / "eval.json"
+    ej.write_text(ej.read_text()[:20])
+    n = len(calls)
+    with pytest.warns(UserWarning, match="is not readable JSON: the run is evaluated again"):
+        r2 = fn("quick", out_dir=tmp_path, device="cpu", seed=3, resume=True)
+    assert len(calls) == n + 1 and r2["results"]["T"]["b4"][1]["w"] == r["results"]["T"]["b4"][1]["w"]
+    assert json.loads(ej.read_text())["metrics"]["score"] == r["results"]["T"]["b4"][1]["score"]
+
+
 def test_a_report_judged_again_keeps_its_training_line_and_not_run_list_in_order(toy, tmp_path):
     """metrics.json keeps its keys sorted; the report written from it again lists the training settings and the tables
     not run in the same order as the report the runs wrote (the paper's table order, the settings by name)."""

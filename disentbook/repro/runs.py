@@ -4,7 +4,7 @@
 
 # %% ../../nbs/80f_repro_runs.ipynb #f16e2880
 from __future__ import annotations
-import dataclasses, importlib.util, inspect, json, math, os, shutil, time
+import dataclasses, importlib.util, inspect, json, math, os, shutil, time, warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -272,6 +272,9 @@ def _pending(job: dict):
     if saved is not None:
         mark_finished(out)                                                # a call stopped between the two writes
         return saved
+    try: json.loads((out / "eval.json").read_text())
+    except ValueError: warnings.warn(f"{out / 'eval.json'} is not readable JSON: the run is evaluated again", stacklevel=2)
+    except OSError: pass
     if sj.exists() and json.loads(sj.read_text()) != settings and (out / "train").exists():
         shutil.rmtree(out / "train")                                      # another configuration: start afresh
     mark_in_flight(out)                                                   # git leaves it alone until its eval.json
