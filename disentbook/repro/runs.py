@@ -114,8 +114,8 @@ def trained_precisions(root, seeds) -> set[str]:
     found = set()
     for s in seeds:
         for d in Path(root).glob(f"runs/*/*/seed{int(s)}"):
-            if (d / "eval.json").is_file(): p = (json.loads((d / "eval.json").read_text()).get("mode") or {}).get("precision")
-            else:
+            try: p = (json.loads((d / "eval.json").read_text()).get("mode") or {}).get("precision")
+            except (OSError, ValueError, AttributeError):                 # no evaluation (or not readable): its checkpoint
                 try: p = read_checkpoint_config(d / "train" / "checkpoint").get("precision")
                 except (DisentbookError, OSError): p = None
             if p: found.add(p)
