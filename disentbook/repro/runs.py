@@ -210,10 +210,15 @@ def job_cost(jobs: list[dict]) -> list[float]:
     steps, rates = [float((j["cfg"].get("train") or {}).get("steps") or 1) for j in jobs], _rates(jobs)
     return steps if any(r is None for r in rates) else [s * float(r) for s, r in zip(steps, rates)]
 
-def _saved(job: dict):
-    "The saved metrics of a finished run of the job's settings (its `eval.json`), else None."
-    try: saved = json.loads((run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])) / "eval.json").read_text())
-    except (OSError, ValueError): return None
+def _saved(job: dict, warn: bool = False):
+    """The saved metrics of a finished run of the job's settings (its `eval.json`), else None; `warn`: say so when the
+    file is there but not readable JSON (the run is then evaluated again)."""
+    ej = run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])) / "eval.json"
+    try: saved = json.loads(ej.read_text())
+    except OSError: return None
+    except ValueError:
+        if warn: warnings.warn(f"{ej} is not readable JSON: the run is evaluated again", stacklevel=3)
+        return None
     return saved.get("metrics") if isinstance(saved, dict) and saved.get("settings") == run_settings(job) else None
 
 def _steps_left(job: dict) -> int:
@@ -268,13 +273,10 @@ def train_group(jobs: list[dict], runner: str = "local", ray_address: str | None
 def _pending(job: dict):
     "The saved metrics of a finished run with the same settings, else None (then `settings.json` is (re)written and the folder marked in flight)."
     out, settings = run_dir(job["root"], job["dataset"], job["spec"], int(job["seed"])), run_settings(job)
-    sj, saved = out / "settings.json", _saved(job)
+    sj, saved = out / "settings.json", _saved(job, warn=True)
     if saved is not None:
         mark_finished(out)                                                # a call stopped between the two writes
         return saved
-    try: json.loads((out / "eval.json").read_text())
-    except ValueError: warnings.warn(f"{out / 'eval.json'} is not readable JSON: the run is evaluated again", stacklevel=2)
-    except OSError: pass
     if sj.exists() and json.loads(sj.read_text()) != settings and (out / "train").exists():
         shutil.rmtree(out / "train")                                      # another configuration: start afresh
     mark_in_flight(out)                                                   # git leaves it alone until its eval.json
