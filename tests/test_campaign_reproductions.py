@@ -135,7 +135,8 @@ def test_the_declared_order_puts_each_reproduction_after_the_curves_its_length_n
 def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_reports_runs_away(tmp_path):
     """`--carry` while a reproduction stage is not done: its finished runs' small files go in the index, its runs'
     checkpoints (optimizer state) only with `checkpoints`, then they reach a fresh clone (unless the committed files
-    would pass the size aim); a plain `--carry` takes a carried checkpoint out again; once done, only they leave."""
+    would pass the size aim); a plain `--carry` takes a carried checkpoint out again; once done, only they and the copies
+    of weights carried for the report's figures leave."""
     import shutil
     from disentbook.campaign.ledger import LEDGER, write_stage
     from disentbook.campaign.stages import CARRY_MIN_SECONDS, carry
@@ -153,6 +154,7 @@ def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_rep
     live = ckpt(f"{runs}/seed0/train/checkpoint", CARRY_MIN_SECONDS + 1)
     ckpt(f"{runs}/seed2/train/checkpoint", CARRY_MIN_SECONDS - 1)                  # too little training to carry
     done = [put(f"{runs}/seed1/eval.json"), put(f"{runs}/seed1/settings.json")]
+    copy = put(f"{runs}/seed1/train/figure_model/config.json")                    # ignored: only --carry takes it
     write_stage(root / LEDGER, "reproduce-refvae", dict(status="partial"))
     git("add", "-A"); git("commit", "-qm", "first")                                  # a report's run files: not ignored
     base = set(git("ls-files").split())
@@ -160,7 +162,7 @@ def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_rep
     now, old, left = carry(root)                 # the default: no checkpoint, whatever the budget
     assert not any("/checkpoint/" in p for p in now) and not old
     assert [p.relative_to(root).as_posix() for p in left] == [live[0].rsplit("/", 1)[0]]
-    assert set(git("ls-files").split()) == base  # the finished runs' files were committed already: nothing new staged
+    assert copy not in base and set(git("ls-files").split()) == base | {copy}   # the runs' files were committed already
     now, old, left = carry(root, aim=1, checkpoints=True)   # no room left under the size aim: the checkpoint stays out
     assert not set(live) & set(now) and not old and [p.relative_to(root).as_posix() for p in left] == [live[0].rsplit("/", 1)[0]]
     now, old, left = carry(root, checkpoints=True)
@@ -175,7 +177,7 @@ def test_carry_takes_a_reproductions_live_checkpoints_to_a_clone_and_never_a_rep
     put(f"{runs}/seed0/eval.json"); git("add", "-A")
     write_stage(root / LEDGER, "reproduce-refvae", dict(status="ok"))
     now, old, left = carry(root)
-    assert sorted(old) == sorted(live) and all((root / p).is_file() for p in live)
+    assert sorted(old) == sorted(live + [copy]) and all((root / p).is_file() for p in live + [copy])
     assert set(done) | {f"{runs}/seed0/eval.json"} <= set(git("ls-files").split())
 
 

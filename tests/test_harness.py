@@ -447,17 +447,21 @@ def test_a_figure_whose_model_stayed_in_another_checkout_is_left_out_with_a_note
         del REPRODUCTIONS["toy_figures"], PAPERS["toy_figures"]
 
 def test_a_figure_shows_the_first_seed_whose_model_is_here_and_each_figure_is_left_out_alone(tmp_path):
-    """Figures show the first seed whose checkpoint is in the folder (a note names it when it is not the first seed);
-    with no model of a row left, `Context.draw` leaves out only the figures that need it, each with its note."""
+    """Figures show the first seed whose checkpoint is in the folder, or the float16 copy of its weights a campaign carried
+    (a note names either when it is not the first seed's checkpoint); with no model of a row left, `Context.draw` leaves
+    out only the figures that need it, each with its note."""
     import shutil
+    import torch
     from matplotlib.figure import Figure
+    from disentbook.repro.figures import FIGURE_COPY
+    from disentbook.training.checkpoints import load_model, write_weights_copy
     from disentbook.data.dsprites import DSprites
     small = DSprites().subset(posX=range(0, 32, 8), posY=range(0, 32, 8), orientation=range(0, 40, 20))
-    shown = []
+    shown, models = [], []
     def figures(ctx):
         figs = {}
         def needs_model():
-            shown.append(ctx.figure_seed("T", "VAE")); ctx.model("T", "VAE"); return Figure()
+            shown.append(ctx.figure_seed("T", "VAE")); models.append(ctx.model("T", "VAE")); return Figure()
         ctx.draw(figs, "model.png", needs_model)
         ctx.draw(figs, "history.png", lambda: (ctx.history("T", "VAE"), Figure())[1])
         return figs
@@ -470,8 +474,14 @@ def test_a_figure_shows_the_first_seed_whose_model_is_here_and_each_figure_is_le
     try:
         first = fn("smoke", out_dir=tmp_path, device="cpu")
         assert shown == [0] and sorted(first["figures"]) == ["history.png", "model.png"]
-        assert not any("show seed" in n or "not drawn" in n for n in first["notes"])
-        shutil.rmtree(ck(0))
+        assert not any("show seed" in n or "not drawn" in n or "copy" in n for n in first["notes"])
+        write_weights_copy(ck(0), ck(0).parent / FIGURE_COPY); shutil.rmtree(ck(0))
+        copied = fn("smoke", out_dir=tmp_path, device="cpu", resume=True)
+        assert shown[-1] == 0 and sorted(copied["figures"]) == ["history.png", "model.png"]
+        assert sum("Figures of VAE (T) draw seed 0's weights from a float16 copy" in n for n in copied["notes"]) == 1
+        for (k, a), b in zip(models[0].state_dict().items(), models[-1].state_dict().values()):
+            assert a.dtype == b.dtype and torch.allclose(a, b, rtol=2**-11, atol=1e-7), k
+        shutil.rmtree(ck(0).parent / FIGURE_COPY)
         again = fn("smoke", out_dir=tmp_path, device="cpu", resume=True)
         assert shown[-1] == 1 and sorted(again["figures"]) == ["history.png", "model.png"]
         assert sum("Figures of VAE (T) show seed 1" in n for n in again["notes"]) == 1

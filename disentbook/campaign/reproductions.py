@@ -16,7 +16,7 @@ from .papers import CHANNELS_LAST
 __all__ = ['MARGIN', 'MIN_LEFT', 'THREADS', 'REPRODUCTIONS', 'GPU_REPRODUCTIONS', 'NOT_TRAINED', 'Reproduction', 'cpu_options',
            'all_reproductions', 'declared', 'check_length', 'curves_precision', 'stage_options', 'report_files',
            'claim_folder', 'OutOfBudget', 'add_note', 'stage_reproduce', 'refresh_pages', 'runs_of', 'progress',
-           'carried_files']
+           'figure_copies', 'carried_files']
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #6466fee6
 MARGIN = 60.0          # seconds before the budget's end at which the timer stops a reproduction
@@ -282,8 +282,28 @@ def progress(root, name: str, reproductions: dict | None = None) -> str:
     rec = recorded(root, r.paper) if r.needs_curves and r.device == "cpu" else None
     return f"not trained: {rec['why']}" if rec and not rec["train"] else "no run yet"
 
+def figure_copies(root, name: str, reproductions: dict | None = None, say=print) -> list[Path]:
+    """For each row of a reproduction stage whose first seed's run finished here, a float16 copy of that run's weights
+    (`training.checkpoints.write_weights_copy`, written once into `train/figure_model`): a checkout its checkpoint does
+    not reach draws the report's figures from it. The copies' files."""
+    from disentbook.core import DisentbookError
+    from disentbook.training.checkpoints import CheckpointNotFoundError, read_checkpoint_config, write_weights_copy
+    from disentbook.repro.figures import FIGURE_COPY
+    done, _ = runs_of(root, name, reproductions)
+    first, out = f"seed{declared(name, reproductions).seeds()[0]}" if done else "", []
+    for d in (d for d in done if d.name == first):
+        copy = d / "train" / FIGURE_COPY
+        try:
+            if not (copy / "config.json").is_file(): write_weights_copy(d / "train" / "checkpoint", copy)
+            out += [copy / "config.json", copy / read_checkpoint_config(copy)["state_file"]]
+        except CheckpointNotFoundError: continue         # it finished in a checkout that carried no copy yet
+        except DisentbookError as e: say(f"{name}: no copy of {d.relative_to(root).as_posix()}'s weights ({e})")
+    return out
+
 def carried_files(root, name: str, reproductions: dict | None = None) -> tuple[list[Path], list[Path]]:
-    "(small files of the finished runs, the unfinished runs' checkpoint folders) a checkout needs to go on."
+    """(small files of the finished runs, with the copies of weights the report's figures read (`figure_copies`, written
+    here if new), the unfinished runs' checkpoint folders) a checkout needs to go on."""
+    figure_copies(root, name, reproductions)
     done, live = runs_of(root, name, reproductions)
     small = [p for d in done for p in sorted(d.rglob("*")) if p.is_file() and "checkpoint" not in p.parts]
     return small, [d / "train" / "checkpoint" for d in live]

@@ -12,6 +12,7 @@ from .ledger import (LEDGER, WORK, CampaignError, Clock, call_running, machine, 
     read_ledger, write_atomic, write_stage)
 from . import futility, papers, reproductions, transport, zoo
 from ..core import cpu_native_bf16
+from ..repro.figures import FIGURE_COPY
 from ..repro.runs import trained_precisions
 
 # %% auto #0
@@ -230,7 +231,7 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
 def carry(root, aim: int = TRACKED_AIM, checkpoints: bool = False) -> tuple[list[str], list[str], list[Path]]:
     """Put `carried_paths` in git's index (forced: run folders are ignored): the checkpoints of runs still training only
     with `checkpoints` (they hold the optimizer's state), within what keeps the committed files under `aim` bytes; take
-    out checkpoints carried before and no longer carried. (carried, taken out, checkpoint folders left out)."""
+    out checkpoints (and copies of weights for figures) carried before and no longer carried. (carried, taken out, checkpoint folders left out)."""
     root = Path(root)
     def git(*a):
         r = subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True)
@@ -238,7 +239,8 @@ def carry(root, aim: int = TRACKED_AIM, checkpoints: bool = False) -> tuple[list
         return r.stdout
     tracked = {p for p in git("ls-files", "-z", "--", (WORK / "zoo").as_posix(), (WORK / "papers").as_posix()).split("\0") if p}
     runs = [(reproductions.REPRODUCTIONS[n].folder(".") / "runs").as_posix() for n in reproductions.REPRODUCTIONS]
-    tracked |= {p for p in git("ls-files", "-z", "--", *runs).split("\0") if "/checkpoint/" in p}   # a report's run files stay
+    tracked |= {p for p in git("ls-files", "-z", "--", *runs).split("\0")                      # a report's run files stay
+                if "/checkpoint/" in p or f"/{FIGURE_COPY}/" in p}
     budget = 0                                                  # no checkpoint: the rest of the tree need not be sized
     if checkpoints:
         others = sum((root / p).stat().st_size for p in git("ls-files", "-z").split("\0")

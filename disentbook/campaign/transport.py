@@ -8,7 +8,7 @@ import hashlib, io, json, os, tarfile
 from pathlib import Path
 
 from .ledger import LEDGER, CampaignError, read_ledger, write_stage
-from .reproductions import GPU_REPRODUCTIONS, add_note, declared, refresh_pages, report_files, runs_of
+from .reproductions import GPU_REPRODUCTIONS, add_note, declared, figure_copies, refresh_pages, report_files, runs_of
 
 # %% auto #0
 __all__ = ['MAX_FILES', 'MAX_FILE', 'MAX_TOTAL', 'STREAM', 'MANIFEST', 'checkpoint_files', 'stage_files', 'pack', 'unpack']
@@ -27,9 +27,11 @@ def checkpoint_files(ck: Path) -> tuple[list[Path], float]:
     return [ck / "config.json", ck / cfg["state_file"]], float(cfg.get("train_seconds") or 0.0)
 
 def stage_files(root, name: str) -> tuple[list[Path], list[tuple[float, list[Path]]]]:
-    """(the report's and finished runs' files, [(training seconds, files)] per cut run: its checkpoint and the run
-    folder's small files) of the reproduction stage `name` in the checkout `root`."""
+    """(the report's and finished runs' files (with the copies of weights its figures read, `figure_copies`), [(training
+    seconds, files)] per cut run: its checkpoint and the run folder's small files) of the reproduction stage `name` in
+    the checkout `root`."""
     r, root = declared(name), Path(root)
+    figure_copies(root, name)
     out, (done, live) = r.folder(root), runs_of(root, name)
     small = []
     if (out / "metrics.json").is_file():

@@ -17,9 +17,12 @@ from .runs import load_data, run_cfg, run_dir, train_data
 from .verdicts import seed_stats
 
 # %% auto #0
-__all__ = ['Context', 'show_images', 'latent_order', 'traversal_panel', 'loss_figures', 'traversal_figures', 'library_scores']
+__all__ = ['FIGURE_COPY', 'Context', 'show_images', 'latent_order', 'traversal_panel', 'loss_figures', 'traversal_figures',
+           'library_scores']
 
 # %% ../../nbs/80g_repro_figures.ipynb #b819e035
+FIGURE_COPY = "figure_model"     # under a run's train/: its weights in float16, carried where its checkpoint is not
+
 class Context:
     "The finished runs of a reproduction, for figures, claims and report sections."
     def __init__(self, paper: Paper, scale: str, cfg: dict, out: Path, device, options: dict, seeds: list[int]):
@@ -51,11 +54,17 @@ class Context:
     def spec(self, table: str, row: str) -> dict:
         return next(s for s in self.specs[table] if self.row(s) == row)
 
+    def checkpoint(self, table: str, row: str, seed: int) -> Path:
+        """The folder a figure loads the model of `row`'s run of `seed` from: the run's checkpoint, else the float16 copy of
+        its weights a campaign carried from the checkout where it finished (`FIGURE_COPY`)."""
+        train = run_dir(self.out, self.datasets[table], self.spec(table, row), seed) / "train"
+        return next((d for d in (train / "checkpoint", train / FIGURE_COPY) if (d / "config.json").is_file()), train / "checkpoint")
+
     def figure_seed(self, table: str, row: str) -> int:
-        """The seed whose model a figure of `row` shows: the first seed with a checkpoint in this folder (a run that finished
-        in another checkout left its evaluation here, not its model), noted when it is not the first seed."""
-        spec = self.spec(table, row)
-        have = [s for s in self.seeds if (run_dir(self.out, self.datasets[table], spec, s) / "train" / "checkpoint" / "config.json").is_file()]
+        """The seed whose model a figure of `row` shows: the first seed with a checkpoint (or its weights' copy) in this
+        folder (a run that finished in another checkout left its evaluation here, not its model), noted when it is not
+        the first seed."""
+        have = [s for s in self.seeds if (self.checkpoint(table, row, s) / "config.json").is_file()]
         if not have or have[0] == self.seeds[0]: return self.seeds[0]
         note = (f"Figures of {row} ({table}) show seed {have[0]}: the models of seed(s) "
                 f"{', '.join(map(str, self.seeds[:self.seeds.index(have[0])]))} finished in another checkout, which "
@@ -66,9 +75,12 @@ class Context:
     def model(self, table: str, row: str, seed: int | None = None):
         "The trained model of `row` in `table` (by default `figure_seed`'s), loaded from its checkpoint."
         ds, spec = self.datasets[table], self.spec(table, row); seed = self.figure_seed(table, row) if seed is None else seed
-        key = (ds, spec["slug"], seed)
-        if key not in self._models:
-            self._models[key] = load_model(run_dir(self.out, ds, spec, seed) / "train" / "checkpoint", device=self.device)
+        key, ck = (ds, spec["slug"], seed), self.checkpoint(table, row, seed)
+        if ck.name == FIGURE_COPY:
+            note = (f"Figures of {row} ({table}) draw seed {seed}'s weights from a float16 copy: its run finished in another "
+                    "checkout, which carried that copy, not its checkpoint.")
+            if note not in self.notes: self.notes.append(note)
+        if key not in self._models: self._models[key] = load_model(ck, device=self.device)
         return self._models[key]
 
     def draw(self, figs: dict, name: str, make) -> None:

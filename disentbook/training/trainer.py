@@ -338,6 +338,9 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
     return path
 
 def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
+    if copy := read_checkpoint_config(path).get("weights_copy"):
+        raise ConfigMismatchError(f"the checkpoint {path} is a {copy} copy of a model's weights (for its figures), without "
+                                  "the optimizer's state: training cannot resume from it")
     ck = load_checkpoint(path, self.model, self.objective); s = ck["state"]
     if sorted(s["aux_optimizers"]) != sorted(self.aux_optimizers):
         raise ConfigMismatchError(f"the checkpoint {path} has aux optimizers {sorted(s['aux_optimizers'])}, "
