@@ -15,7 +15,7 @@ from .lengths import choose_length, complete_lengths, curve_done
 from .ledger import WORK, CampaignError, Clock, write_json_atomic
 
 # %% auto #0
-__all__ = ['LIVE', 'PAIR_GAIN', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along',
+__all__ = ['LIVE', 'PAIR_GAIN', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along', 'add_row',
            'default_workers', 'live_seeds', 'share_cores', 'exit_with_parent', 'seconds_per_step', 'seeds_at_once',
            'along_seeds', 'train_curves', 'train_subjects', 'train_seeds', 'curve_figure', 'write_curve_figure']
 
@@ -42,6 +42,9 @@ class Subject:
         shutil.rmtree(self.run_dir(root, seed))
     def train_to(self, root, seed: int, steps: int, clock: Clock, say) -> bool: raise NotImplementedError   # `clock.next_chunk()` before each chunk
     def measure(self, root, seed: int, steps: int) -> dict: raise NotImplementedError
+    def along(self, root, seeds, lengths, clock: Clock, say=print, workers: int = 1) -> bool:
+        "Train `seeds` through `lengths`, measuring each length a seed's rows lack (`along_seeds`: seed by seed)."
+        return along_seeds(root, self, seeds, lengths, clock, say, workers)
     def precision(self, root) -> str | None:
         """What the subject's measured seeds trained in ('fp32' / 'bf16'; None: nothing measured yet, or seeds already
         disagree): a seed that starts from scratch trains in it, so the seeds a length rule compares compute alike
@@ -118,14 +121,18 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
         row = dict(subj.measure(root, seed, L), steps=int(L))
         if L > at: clock.rates[subj.name] = step_s, eval_s = (t1 - t0) / (L - at), active_time() - t1
         slack = 1.0
-        with record_lock(root):                                      # read, add, write: one process at a time
-            curve = read_curve(root, subj)
-            curve["seeds"].setdefault(str(seed), []).append(row)
-            curve["seeds"] = dict(sorted(curve["seeds"].items(), key=lambda kv: int(kv[0])))   # whichever seed came first
-            write_json_atomic(subj.curve_file(root), curve)
-            write_curve_figure(root, subj)
-        say(f"{subj.name} seed {seed} at {L:,} steps: {subj.key} {row.get(subj.key, float('nan')):.4g}")
+        add_row(root, subj, seed, row, say)
     return True
+
+def add_row(root, subj: Subject, seed: int, row: dict, say=print) -> None:
+    "Add `row` (a measured length) to `seed`'s rows in the subject's record and draw its figure again."
+    with record_lock(root):                                      # read, add, write: one process at a time
+        curve = read_curve(root, subj)
+        curve["seeds"].setdefault(str(seed), []).append(row)
+        curve["seeds"] = dict(sorted(curve["seeds"].items(), key=lambda kv: int(kv[0])))   # whichever seed came first
+        write_json_atomic(subj.curve_file(root), curve)
+        write_curve_figure(root, subj)
+    say(f"{subj.name} seed {seed} at {row['steps']:,} steps: {subj.key} {row.get(subj.key, float('nan')):.4g}")
 
 def default_workers() -> int:
     "Seeds a campaign's curve stage trains at once: one per core (1 where the system has no file locks)."
@@ -240,7 +247,7 @@ def train_curves(root, subj: Subject, clock: Clock, say=print, workers: int = 1)
     way (`workers` seeds at once, `along_seeds`), until the rule says they are done (the choice is then written into the
     record). False when the budget ran out first; resumes where any earlier call stopped."""
     while (H := horizon(read_curve(root, subj), subj)) is not None:
-        if not along_seeds(root, subj, subj.curve_seeds, [L for L in subj.grid if L <= H], clock, say, workers): return False
+        if not subj.along(root, subj.curve_seeds, [L for L in subj.grid if L <= H], clock, say, workers): return False
     curve = read_curve(root, subj)
     ch = choose_length(seed_values(curve, subj.curve_seeds, subj.key, subj.sign), subj.rule, subj.key)
     if curve.get("choice", {}).get("steps") != ch.steps:
@@ -264,7 +271,7 @@ def train_seeds(root, subj: Subject, clock: Clock, say=print, workers: int = 1) 
     "The subject's `more_seeds` to the chosen length, measured along the grid (`workers` at once); False when the budget ran out."
     L = read_curve(root, subj).get("choice", {}).get("steps")
     if L is None: raise CampaignError(f"{subj.name}: its curves have not chosen a length yet")
-    return along_seeds(root, subj, subj.more_seeds, [g for g in subj.grid if g <= L] or [L], clock, say, workers)
+    return subj.along(root, subj.more_seeds, [g for g in subj.grid if g <= L] or [L], clock, say, workers)
 
 # %% ../../nbs/89c_campaign_curves.ipynb #e8a32a23
 def curve_figure(curve: dict, key: str = "mig", title: str | None = None):

@@ -42,22 +42,24 @@ def traversal_figure(model, row: dict, title: str, n_steps: int = 9, span: float
 # %% ../../nbs/89g_campaign_models.ipynb #49e35d01
 KEEP = ("steps", "mig", "check/mig", "factor_vae", "check/factor_vae", "active", *(f"gap/{f}" for f in FACTORS))
 
-def ship(root, name: str, dest: Path, say=print) -> dict:
-    """Ship zoo recipe `name` (its stage done) into `dest`: fp16 weights, card, traversal figure under `root` (the figures
-    of a model it replaces that its card no longer names are removed). Returns the card."""
+def ship(root, name: str, dest: Path, say=print, gpu: bool = False) -> dict:
+    """Ship zoo recipe `name` (its stage done; `gpu`: its GPU stage's, `campaign.gpuzoo`) into `dest`: fp16 weights, card,
+    traversal figure under `root` (the figures of a model it replaces that its card no longer names are removed). Returns
+    the card."""
     import torch
     from disentbook.training.checkpoints import load_model
     from disentbook.eval.viz import save_figure
     from disentbook.classroom import pretrained as P
-    z = zoo.ZooRecipe(name)
+    from disentbook.campaign.gpuzoo import GpuZooRecipe
+    z, stage = (GpuZooRecipe(name), f"gpu-zoo-{name}") if gpu else (zoo.ZooRecipe(name), f"zoo-{name}")
     curve = read_curve(root, z)
     if "choice" not in curve: raise CampaignError(f"{name}: its curves have not chosen a length yet")
-    seed, sel = zoo.shipped_seed(curve)
+    seed, sel = zoo.shipped_seed(curve, z)
     L = sel["steps"]
     src = zoo.shipped_weights(root, z)
     if src is None:
         raise CampaignError(f"{name}: the weights of seed {seed} at {L:,} steps are not in this checkout; "
-                            f"`python3 -m disentbook campaign --stage zoo-{name}` trains that seed again to that length")
+                            f"`python3 -m disentbook campaign --stage {stage}` trains that seed again to that length")
     again = src.parent.parent == z.trained_again().run_dir(root, seed)
     model = load_model(src, device="cpu")
     dest = Path(dest); dest.mkdir(parents=True, exist_ok=True)
@@ -70,10 +72,12 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
     seeds_line = "; ".join(f"seed {k} {v['mig']:.3f} / {v['check_mig']:.3f}" for k, v in sel["seeds"].items())
     card = dict(name=name, method=r.method, dataset="dsprites", params=r.params, data_params={},
                 train=dict(steps=L, batch_size=s["batch_size"], lr=s["lr"], seed=seed, seconds=row.get("train_seconds"),
-                           precision=row.get("precision"), device=f"cpu ({row.get('machine', 'a CPU')}, {s['threads']} torch threads)",
+                           precision=row.get("precision"),
+                           device=(f"{row.get('machine', 'a GPU')}, the five seeds as one ensemble" if gpu else
+                                   f"cpu ({row.get('machine', 'a CPU')}, {s['threads']} torch threads)"),
                            torch=torch.__version__, clock="active",
                            **({"bf16_emulated": True} if any(q.get("bf16_emulated") for q in rows) else {})),
-                command=f"python3 -m disentbook campaign --stage zoo-{name}", recipe=f"disentbook.campaign.zoo.RECIPES['{name}']",
+                command=f"python3 -m disentbook campaign --stage {stage}", recipe=f"disentbook.campaign.zoo.RECIPES['{name}']",
                 source=r.source, **({"pilot": r.pilot} if r.pilot else {}), evaluation=P.EVALUATIONS["dsprites"],
                 curve=[{k: (round(v, 5) if isinstance(v, float) else v) for k, v in q.items() if k in KEEP or k.startswith("loss/")} for q in rows],
                 length=curve["choice"]["why"], length_record=curve["choice"]["record"],
@@ -106,10 +110,11 @@ def ship(root, name: str, dest: Path, say=print) -> dict:
         f"five seeds {sel['check_mean']:.3f} ± {sel['check_std']:.3f})")
     return card
 
-def shipped_from_zoo(name: str, dest: Path) -> bool:
-    "Whether `dest` already holds recipe `name` shipped by this path (its card names the zoo's stage)."
+def shipped_from_zoo(name: str, dest: Path, gpu: bool = False) -> bool:
+    "Whether `dest` already holds recipe `name` shipped by this path (its card names the zoo's stage, `gpu`: the GPU one)."
     f = Path(dest) / f"{name}.json"
-    try: return json.loads(f.read_text()).get("command") == f"python3 -m disentbook campaign --stage zoo-{name}"
+    stage = f"gpu-zoo-{name}" if gpu else f"zoo-{name}"
+    try: return json.loads(f.read_text()).get("command") == f"python3 -m disentbook campaign --stage {stage}"
     except (OSError, ValueError): return False
 
 # %% ../../nbs/89g_campaign_models.ipynb #02860de9

@@ -10,15 +10,15 @@ from pathlib import Path
 from .curves import default_workers, horizon, read_curve, train_curves, train_seeds
 from .ledger import (LEDGER, WORK, CampaignError, Clock, call_running, machine, one_call, parse_budget,
     read_ledger, write_atomic, write_stage)
-from . import futility, papers, reproductions, transport, zoo
+from . import futility, gpuzoo, papers, reproductions, transport, zoo
 from ..core import cpu_native_bf16
 from ..repro.figures import FIGURE_COPY
 from ..repro.runs import trained_precisions
 
 # %% auto #0
-__all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'ORDER', 'stages', 'checkout_models',
-           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'waits_here', 'not_ready', 'run_next',
-           'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
+__all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'ORDER', 'stages', 'on_gpu',
+           'checkout_models', 'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'waits_here',
+           'not_ready', 'run_next', 'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
 CARRY_BUDGET = 10_000_000     # bytes of checkpoints a checkout carries in all
@@ -64,10 +64,18 @@ def stages() -> dict:
         if r.needs_curves and r.device == "cpu":
             what += "; first the headline claim's gates read on the curve seeds (it trains only if every row clears them)"
         out[name] = (what, (lambda n: lambda root, clock, say: reproductions.stage_reproduce(root, n, clock, say))(name))
-    out["zoo-models"] = ("the zoo recipes whose stage is done, shipped into the package (campaign.models.ship): the seed the "
-                         "declared rule names, fp16 weights, card with every seed's MIG on images that chose nothing, "
-                         "figures", _models_stage)
-    return {s: out[s] for s in (*ORDER, *reproductions.GPU_REPRODUCTIONS)}
+    out["zoo-models"] = ("the zoo recipes whose stage is done (on a CPU or a GPU), shipped into the package "
+                         "(campaign.models.ship; from the GPU's record where its stage is done): the seed the declared rule "
+                         "names, fp16 weights, card with every seed's MIG on images that chose nothing, figures", _models_stage)
+    for s, n in gpuzoo.STAGES.items():
+        out[s] = (f"dSprites zoo on a GPU: {n}'s curves over seeds {', '.join(map(str, zoo.CURVE_SEEDS))} trained together as one "
+                  "ensemble until the length rule holds, then the shipped seed's weights at that length (on a GPU machine: "
+                  f"--stage {s} --budget 9m, then --pack DIR)", (lambda m: lambda root, clock, say: gpuzoo.stage(root, m, clock, say))(n))
+    return {s: out[s] for s in (*ORDER, *reproductions.GPU_REPRODUCTIONS, *gpuzoo.STAGES)}
+
+def on_gpu(stage: str) -> bool:
+    "Whether `stage` trains on a GPU (a paper's `gpu` reproduction or a GPU zoo stage): run with `--stage`, never by `--next`."
+    return stage in reproductions.GPU_REPRODUCTIONS or stage in gpuzoo.STAGES
 
 def checkout_models(root) -> Path | None:
     "The shipped models' folder of the checkout `root` (`disentbook/assets/pretrained`), or None when `root` is not one."
@@ -80,17 +88,21 @@ def shipped_dir(root) -> Path:
     return checkout_models(root) or PRETRAINED_DIR
 
 def _ship(root, names, dest: Path, clock: Clock, say):
-    "Ship the zoo recipes `names` that `dest` does not hold from the zoo yet, then write the index of the shipped models."
+    """Ship the zoo recipes `names` that `dest` does not hold from their record yet, then write the index of the shipped
+    models. The record, declared before either trains: the GPU stage's once it is done (its curves reach lengths the
+    CPU's do not), else the CPU stage's."""
     from disentbook.campaign import models
+    led = read_ledger(Path(root) / LEDGER)["stages"]
     for n in names:
-        if models.shipped_from_zoo(n, dest): continue
+        gpu = led.get(f"gpu-zoo-{n}", {}).get("status") == "ok"
+        if models.shipped_from_zoo(n, dest, gpu): continue
         clock.wait_while_paused()
-        models.ship(root, n, dest, say)
+        models.ship(root, n, dest, say, gpu=gpu)
     if names: models.write_index(root, dest)
 
 def _models_stage(root, clock: Clock, say) -> str:
     led = read_ledger(Path(root) / LEDGER)["stages"]
-    done = [n for n in zoo.RECIPES if led.get(f"zoo-{n}", {}).get("status") == "ok"]
+    done = [n for n in zoo.RECIPES if "ok" in (led.get(f"zoo-{n}", {}).get("status"), led.get(f"gpu-zoo-{n}", {}).get("status"))]
     _ship(root, done, shipped_dir(root), clock, say)
     return "ok" if len(done) == len(zoo.RECIPES) else "partial"
 
@@ -107,6 +119,7 @@ def _zoo_stage(root, name: str, clock: Clock, say) -> str:
 def subjects(stage: str) -> list:
     "The curve subjects a stage follows."
     if stage == "zoo-models" or stage in reproductions.all_reproductions(): return []
+    if stage in gpuzoo.STAGES: return [gpuzoo.GpuZooRecipe(gpuzoo.STAGES[stage])]
     if stage.startswith("zoo-"): return [zoo.ZooRecipe(stage[4:])]
     p = stage[len("curves-"):-len("-seeds")]
     return [papers.PaperRow(p, s) for s in papers.headline(p)[1]]
@@ -184,7 +197,7 @@ def run_next(root, clock: Clock, say=print) -> list[tuple[str, str]]:
     budget left (its seeds would not reach their horizon in it: the next stage takes the rest of the call)."""
     led, done = read_ledger(Path(root) / LEDGER)["stages"], []
     for s in stages():
-        if led.get(s, {}).get("status") == "ok" or s in reproductions.GPU_REPRODUCTIONS: continue   # GPU stages: --stage
+        if led.get(s, {}).get("status") == "ok" or on_gpu(s): continue       # GPU stages: --stage
         if why := (waits_here(root, s) or not_ready(s)):
             done.append((s, "waits")); say(f"stage {s}: waits ({why})"); continue
         st = run_stage(root, s, clock, say); done.append((s, st))
@@ -307,7 +320,7 @@ def run(a, say=print) -> int:
         for s, (what, _) in stages().items():
             st = led.get(s, {}).get("status", "not started")
             if st == "running" and live is False: st = "partial"    # its call was killed before it could write the stage's end
-            if st != "ok" and s not in reproductions.GPU_REPRODUCTIONS and waits_here(root, s): st = "waits (bf16)"
+            if st != "ok" and not on_gpu(s) and waits_here(root, s): st = "waits (bf16)"
             say(f"{s:26s} {st:12s} {progress(root, s):30s} {what}")
         return 0
     clock = Clock(parse_budget(a.budget), pause_file(root), say)

@@ -8,6 +8,7 @@ import hashlib, io, json, os, tarfile
 from pathlib import Path
 
 from .ledger import LEDGER, CampaignError, read_ledger, write_stage
+from .gpuzoo import STAGES as GPU_ZOO, GpuZooRecipe, travel_files
 from .reproductions import GPU_REPRODUCTIONS, add_note, declared, figure_copies, refresh_pages, report_files, runs_of
 
 # %% auto #0
@@ -29,7 +30,8 @@ def checkpoint_files(ck: Path) -> tuple[list[Path], float]:
 def stage_files(root, name: str) -> tuple[list[Path], list[tuple[float, list[Path]]]]:
     """(the report's and finished runs' files (with the copies of weights its figures read, `figure_copies`), [(training
     seconds, files)] per cut run: its checkpoint and the run folder's small files) of the reproduction stage `name` in
-    the checkout `root`."""
+    the checkout `root`; a GPU zoo stage's are its record's and live seeds' (`gpuzoo.travel_files`)."""
+    if name in GPU_ZOO: return travel_files(root, name)
     r, root = declared(name), Path(root)
     figure_copies(root, name)
     out, (done, live) = r.folder(root), runs_of(root, name)
@@ -49,7 +51,9 @@ def pack(root, dest, names: list[str] | None = None, max_files: int = MAX_FILES,
          max_total: int = MAX_TOTAL) -> dict:
     "Pack the GPU stages `names` (default: those with a folder) of `root` into parts in `dest`; returns the manifest."
     root, dest = Path(root), Path(dest)
-    names = names or [n for n in GPU_REPRODUCTIONS if declared(n).folder(root).is_dir()]
+    names = names or ([n for n in GPU_REPRODUCTIONS if declared(n).folder(root).is_dir()]
+                      + [n for n, z in ((n, GpuZooRecipe(r)) for n, r in GPU_ZOO.items())
+                         if z.curve_file(root).is_file() or z.run_dir(root, 0).parent.is_dir()])
     if not names: raise CampaignError("no GPU stage has a folder here: nothing to pack")
     room = min((max_files - 1) * max_file, max_total - 2**20)          # one file for the manifest, a MiB for tar's headers
     keep, cut = [], []
@@ -63,7 +67,7 @@ def pack(root, dest, names: list[str] | None = None, max_files: int = MAX_FILES,
     for secs, files in sorted(cut, key=lambda t: -t[0]):
         size = sum(p.stat().st_size for p in files)
         if total + size <= room: keep += files; total += size
-        else: left.append(files[0].parent.parent.parent.relative_to(root).as_posix())
+        else: left.append(next(d for d in files[0].parents if d.name.startswith("seed")).relative_to(root).as_posix())
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as t:
         for p in sorted(set(keep)): t.add(p, arcname=p.relative_to(root).as_posix(), recursive=False)
@@ -107,6 +111,7 @@ def unpack(root, src, say=print) -> list[str]:
             tmp = dst.with_name(dst.name + ".unpacking"); tmp.write_bytes(t.extractfile(m).read()); os.replace(tmp, dst)
     for n, rec in man["stages"].items(): write_stage(root / LEDGER, n, rec)
     for n, rec in man["stages"].items():
+        if n in GPU_ZOO: continue                    # a zoo record: no report, no references
         out = declared(n).folder(root)
         if rec.get("status") != "ok" or not (out / "metrics.json").is_file(): continue
         if (json.loads((out / "metrics.json").read_text()).get("options") or {}).get("references") != "later": continue
@@ -114,7 +119,7 @@ def unpack(root, src, say=print) -> list[str]:
                  "CPU by `disentbook campaign --unpack`: the GPU stage left them for later, to keep CPU work off its clock.",
                  "The gates' references")
         say(f"{n}: references measured here and the report judged again")
-    if any(rec.get("status") == "ok" for rec in man["stages"].values()): refresh_pages(root, say)   # its report is here
+    if any(rec.get("status") == "ok" for n, rec in man["stages"].items() if n not in GPU_ZOO): refresh_pages(root, say)   # a report
     say(f"unpacked {len(members)} file(s) of {', '.join(man['stages'])}" +
         (f"; left out at packing (over the size limit): {', '.join(man['left_out'])}" if man["left_out"] else ""))
     return list(man["stages"])

@@ -81,7 +81,8 @@ def dsprites():
     return _DATA["d"]
 
 def measure(model, images: int, num_points: int | None = None, fvae: dict | None = None) -> dict:
-    "MIG (with each factor's best latent and gap), FactorVAE score and KL per latent of `model` on fresh images drawn by seed `images` (default `NUM_POINTS` and `FVAE`)."
+    """MIG (with each factor's best latent and gap), FactorVAE score and KL per latent of `model` on fresh images drawn by
+    seed `images` (default `NUM_POINTS` and `FVAE`), encoded on the model's device."""
     num_points, fvae = num_points or NUM_POINTS, fvae or FVAE
     import torch
     from disentbook.core import to_float_images
@@ -90,11 +91,11 @@ def measure(model, images: int, num_points: int | None = None, fvae: dict | None
     data, rng = dsprites(), np.random.default_rng(images)
     factors = data.sample_factors(num_points, rng)
     x = data.sample_observations_from_factors(factors, rng)
-    model = model.eval()
+    model, dev = model.eval(), next(model.parameters()).device
     mus, kls = [], []
     with torch.no_grad():
         for i in range(0, num_points, 1000):
-            mu, lv = (t.float() for t in model.encode(to_float_images(x[i:i + 1000])))
+            mu, lv = (t.float().cpu() for t in model.encode(to_float_images(torch.as_tensor(x[i:i + 1000]).to(dev))))
             mus.append(mu); kls.append(0.5 * (mu ** 2 + lv.exp() - 1 - lv))
     codes, kl = torch.cat(mus).numpy().astype(np.float64), torch.cat(kls).mean(0).numpy()
     f = np.asarray(factors)
@@ -212,12 +213,13 @@ def _started_in(run: Path) -> str | None:
     return json.loads(f.read_text()).get("precision") if f.is_file() else None
 
 # %% ../../nbs/89d_campaign_zoo.ipynb #e4bc8607
-def shipped_seed(curve: dict) -> tuple[int, dict]:
-    "(seed, summary) by `SHIP_RULE`: the summary has every seed's MIG on both image sets at the chosen length."
+def shipped_seed(curve: dict, z: ZooRecipe | None = None) -> tuple[int, dict]:
+    """(seed, summary) by `SHIP_RULE` among the seeds of `z` (default: the recipe's on a CPU): the summary has every seed's
+    MIG on both image sets at the chosen length."""
     L = curve["choice"]["steps"]
     at = {int(s): next(r for r in rows if r["steps"] == L) for s, rows in curve["seeds"].items()
           if any(r["steps"] == L for r in rows)}
-    z = ZooRecipe(curve["recipe"])
+    z = z or ZooRecipe(curve["recipe"])
     missing = sorted(set(z.curve_seeds + z.more_seeds) - set(at))
     if missing: raise CampaignError(f"{curve['recipe']}: seeds {missing} have not reached {L:,} steps")
     best = max(sorted(at), key=lambda s: at[s]["mig"])
@@ -228,7 +230,7 @@ def shipped_seed(curve: dict) -> tuple[int, dict]:
 def shipped_weights(root, z: ZooRecipe) -> Path | None:
     """The weights `SHIP_RULE` names: its seed's run at the chosen length, else that seed trained again to it
     (`train_shipped_again`); None when neither is in this checkout."""
-    seed, sel = shipped_seed(read_curve(root, z))
+    seed, sel = shipped_seed(read_curve(root, z), z)
     for d in (z.run_dir(root, seed), z.trained_again().run_dir(root, seed)):
         if (d / "kept" / f"step_{sel['steps']}" / "config.json").is_file(): return d / "kept" / f"step_{sel['steps']}"
     return None
@@ -240,7 +242,7 @@ def train_shipped_again(root, z: ZooRecipe, clock: Clock, say=print) -> bool:
     measured on both image sets; the record keeps that measurement as `again`, beside the row that chose it (on the same
     kind of machine the two agree to the last digit). False when the budget ran out first."""
     if shipped_weights(root, z) is not None: return True
-    seed, sel = shipped_seed(read_curve(root, z)); L = sel["steps"]
+    seed, sel = shipped_seed(read_curve(root, z), z); L = sel["steps"]
     a = z.trained_again()
     if a.step_of(root, seed) > L: a.restart(root, seed)
     if not a.train_to(root, seed, L, clock, say): return False
