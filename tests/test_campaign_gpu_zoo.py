@@ -75,11 +75,15 @@ def test_a_gpu_zoo_stage_cut_mid_way_goes_on_in_another_checkout_with_the_rows_o
     # the finished stage packs its record and the shipped seed's float16 weights, no live checkpoint
     r = campaign(dst, "--pack", str(tmp_path / "done"))
     assert r.returncode == 0, r.stdout + r.stderr
-    r = campaign(tmp_path / "third", "--unpack", str(tmp_path / "done"))
-    assert r.returncode == 0, r.stdout + r.stderr
-    kept = list((tmp_path / "third").rglob("kept/step_*/config.json"))
+    third = tmp_path / "third"                     # a checkout: the finished recipe ships as it lands
+    (third / "disentbook" / "assets" / "pretrained").mkdir(parents=True)
+    r = campaign(third, "--unpack", str(tmp_path / "done"))
+    assert r.returncode == 0 and "beta_vae_b1: shipped seed" in r.stdout, r.stdout + r.stderr
+    kept = list(third.rglob("kept/step_*/config.json"))
     assert len(kept) == 1 and json.loads(kept[0].read_text())["weights_copy"] == "float16", kept
-    assert not list((tmp_path / "third").rglob("checkpoint/config.json"))
+    assert not list(third.rglob("checkpoint/config.json"))
+    card = json.loads((third / "disentbook/assets/pretrained/beta_vae_b1.json").read_text())
+    assert card["command"].endswith("--stage gpu-zoo-beta_vae_b1") and (third / "reports/pretrained/README.md").is_file()
     r = campaign(dst, "--list")
     line = next(l for l in r.stdout.splitlines() if l.startswith(STAGE))
     assert " ok " in line and "length" in line, line

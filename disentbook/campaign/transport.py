@@ -91,6 +91,16 @@ def _safe(root: Path, name: str) -> Path:
     if p.is_absolute() or ".." in p.parts or not p.parts: raise CampaignError(f"the pack holds a path outside the checkout: {name!r}")
     return root / p
 
+def _ship_gpu_zoo(root: Path, names: list[str], say=print) -> None:
+    """In a checkout, the GPU zoo stages `names` (done) ship at once (`campaign.models.ship`): the weights a pack brings
+    back live in an ignored folder that a fresh clone lacks."""
+    from disentbook.campaign import models
+    from disentbook.campaign.stages import checkout_models
+    dest = checkout_models(root)
+    if dest is None or not names: return
+    for n in names: models.ship(root, GPU_ZOO[n], dest, say, gpu=True)
+    models.write_index(root, dest)
+
 def unpack(root, src, say=print) -> list[str]:
     "Unpack the parts in `src` into the checkout `root`; returns the stages landed (their references measured when done)."
     root, src = Path(root), Path(src)
@@ -120,6 +130,7 @@ def unpack(root, src, say=print) -> list[str]:
                  "The gates' references")
         say(f"{n}: references measured here and the report judged again")
     if any(rec.get("status") == "ok" for n, rec in man["stages"].items() if n not in GPU_ZOO): refresh_pages(root, say)   # a report
+    _ship_gpu_zoo(root, [n for n, rec in man["stages"].items() if n in GPU_ZOO and rec.get("status") == "ok"], say)
     say(f"unpacked {len(members)} file(s) of {', '.join(man['stages'])}" +
         (f"; left out at packing (over the size limit): {', '.join(man['left_out'])}" if man["left_out"] else ""))
     return list(man["stages"])
