@@ -4,12 +4,12 @@
 
 # %% ../../nbs/89k_campaign_gpu_zoo.ipynb #0176557e
 from __future__ import annotations
-import contextlib, signal, threading, time
+import time
 from pathlib import Path
 
 from .curves import add_row, read_curve
 from .ledger import WORK, CampaignError, Clock
-from .reproductions import OutOfBudget
+from .reproductions import OutOfBudget, deadline
 from . import zoo
 
 # %% auto #0
@@ -26,17 +26,6 @@ DEVICE = "cuda"      # the device the stages train on (a rehearsal on a CPU sets
 # trained on a CPU already reaches 0.348, last
 ORDER = ("annealed_vae", "factor_vae", "beta_vae_b4", "dip_vae_i", "dip_vae_ii", "tcwae_mws", "beta_vae_b1", "beta_tcvae")
 STAGES = {f"gpu-zoo-{n}": n for n in ORDER}
-
-@contextlib.contextmanager
-def _deadline(seconds: float):
-    "Raise `OutOfBudget` in the block after `seconds` (a timer in the main thread; elsewhere no timer)."
-    timer = threading.current_thread() is threading.main_thread()
-    def out_of_budget(*_): raise OutOfBudget()
-    old = signal.signal(signal.SIGALRM, out_of_budget) if timer else None
-    if timer: signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
-    try: yield
-    finally:
-        if timer: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
 
 class GpuZooRecipe(zoo.ZooRecipe):
     """A zoo recipe's curves on `device` (default `DEVICE`): the recipe, grid and length rule of `zoo.ZooRecipe` over five
@@ -81,7 +70,7 @@ class GpuZooRecipe(zoo.ZooRecipe):
         if left <= 0: return False
         data = zoo.dsprites()
         try:
-            with _deadline(left):
+            with deadline(left):
                 res = fit(self.specs(root, seeds, steps), data, device=self.device, resume=True,
                           sampler=lambda dev: training_sampler("dsprites", data, dev))
         except OutOfBudget:

@@ -14,7 +14,8 @@ from .ledger import CampaignError
 from . import zoo
 
 # %% auto #0
-__all__ = ['FIGURES', 'FACTORS', 'KEEP', 'END', 'traversal_figure', 'ship', 'shipped_from_zoo', 'index_row', 'write_index']
+__all__ = ['FIGURES', 'FACTORS', 'KEEP', 'END', 'traversal_figure', 'checkout_models', 'ship', 'shipped_from_zoo', 'index_row',
+           'write_index']
 
 # %% ../../nbs/89g_campaign_models.ipynb #1eed96af
 FIGURES = Path("reports") / "pretrained"
@@ -41,6 +42,11 @@ def traversal_figure(model, row: dict, title: str, n_steps: int = 9, span: float
 
 # %% ../../nbs/89g_campaign_models.ipynb #49e35d01
 KEEP = ("steps", "mig", "check/mig", "factor_vae", "check/factor_vae", "active", *(f"gap/{f}" for f in FACTORS))
+
+def checkout_models(root) -> Path | None:
+    "The shipped models' folder of the checkout `root` (`disentbook/assets/pretrained`), or None when `root` is not one."
+    here = Path(root) / "disentbook" / "assets" / "pretrained"
+    return here if here.is_dir() else None
 
 def ship(root, name: str, dest: Path, say=print, gpu: bool = False) -> dict:
     """Ship zoo recipe `name` (its stage done; `gpu`: its GPU stage's, `campaign.gpuzoo`) into `dest`: fp16 weights, card,

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #84385c69
 from __future__ import annotations
-import json, shutil, signal, threading, time
+import contextlib, json, shutil, signal, threading, time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,8 +15,8 @@ from .papers import CHANNELS_LAST
 # %% auto #0
 __all__ = ['MARGIN', 'MIN_LEFT', 'THREADS', 'REPRODUCTIONS', 'GPU_REPRODUCTIONS', 'NOT_TRAINED', 'Reproduction', 'cpu_options',
            'all_reproductions', 'declared', 'check_length', 'curves_precision', 'stage_options', 'report_files',
-           'claim_folder', 'OutOfBudget', 'add_note', 'stage_reproduce', 'refresh_pages', 'runs_of', 'progress',
-           'figure_copies', 'carried_files']
+           'claim_folder', 'OutOfBudget', 'deadline', 'add_note', 'stage_reproduce', 'refresh_pages', 'runs_of',
+           'progress', 'figure_copies', 'carried_files']
 
 # %% ../../nbs/89h_campaign_reproductions.ipynb #6466fee6
 MARGIN = 60.0          # seconds before the budget's end at which the timer stops a reproduction
@@ -167,6 +167,17 @@ def claim_folder(r: Reproduction, out: Path, say=print) -> Path | None:
 class OutOfBudget(BaseException):
     "The campaign's wall budget ended inside a reproduction."
 
+@contextlib.contextmanager
+def deadline(seconds: float):
+    "Raise `OutOfBudget` in the block after `seconds` (a timer in the main thread; elsewhere no timer)."
+    timer = threading.current_thread() is threading.main_thread()
+    def out_of_budget(*_): raise OutOfBudget()
+    old = signal.signal(signal.SIGALRM, out_of_budget) if timer else None
+    if timer: signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try: yield
+    finally:
+        if timer: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
+
 def _history_note(out: Path) -> str | None:
     from disentbook.repro.summary import HEADLINE
     hs = sorted((out / "history").glob("*/metrics.json"))
@@ -217,13 +228,10 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     left = clock.left() - MARGIN
     if left < MIN_LEFT: return "partial"
     if r.device == "cpu": torch.set_num_threads(THREADS)
-    timer = threading.current_thread() is threading.main_thread()
-    def out_of_budget(*_): raise OutOfBudget()
-    old = signal.signal(signal.SIGALRM, out_of_budget) if timer else None
-    if timer: signal.setitimer(signal.ITIMER_REAL, left)
     try:
-        reproduce(PAPERS[r.paper], scale=r.scale, out_dir=out, device=r.device, resume=True, runner=r.runner,
-                  deadline=time.time() + left if r.device == "cpu" else None, **stage_options(r, lengths_file))
+        with deadline(left):
+            reproduce(PAPERS[r.paper], scale=r.scale, out_dir=out, device=r.device, resume=True, runner=r.runner,
+                      deadline=time.time() + left if r.device == "cpu" else None, **stage_options(r, lengths_file))
     except OutOfBudget:
         say(f"{name}: the budget ran out; the next call goes on from the runs' checkpoints")
         return "partial"
@@ -232,8 +240,6 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
         return "partial"
     except DisentbookError as e:
         raise CampaignError(str(e)) from None
-    finally:
-        if timer: signal.setitimer(signal.ITIMER_REAL, 0); signal.signal(signal.SIGALRM, old)
     if (note := _history_note(out)): add_note(r.paper, out, note, "History: ")
     refresh_pages(root, say)
     return "ok"

@@ -11,14 +11,15 @@ from .curves import default_workers, horizon, read_curve, train_curves, train_se
 from .ledger import (LEDGER, WORK, CampaignError, Clock, call_running, machine, one_call, parse_budget,
     read_ledger, write_atomic, write_stage)
 from . import futility, gpuzoo, papers, reproductions, transport, zoo
+from .models import checkout_models
 from ..core import cpu_native_bf16
 from ..repro.figures import FIGURE_COPY
 from ..repro.runs import trained_precisions
 
 # %% auto #0
 __all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'ORDER', 'stages', 'on_gpu',
-           'checkout_models', 'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'waits_here',
-           'not_ready', 'run_next', 'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
+           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'waits_here', 'not_ready', 'run_next',
+           'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
 CARRY_BUDGET = 10_000_000     # bytes of checkpoints a checkout carries in all
@@ -76,11 +77,6 @@ def stages() -> dict:
 def on_gpu(stage: str) -> bool:
     "Whether `stage` trains on a GPU (a paper's `gpu` reproduction or a GPU zoo stage): run with `--stage`, never by `--next`."
     return stage in reproductions.GPU_REPRODUCTIONS or stage in gpuzoo.STAGES
-
-def checkout_models(root) -> Path | None:
-    "The shipped models' folder of the checkout `root` (`disentbook/assets/pretrained`), or None when `root` is not one."
-    here = Path(root) / "disentbook" / "assets" / "pretrained"
-    return here if here.is_dir() else None
 
 def shipped_dir(root) -> Path:
     "Where shipped models go: the checkout's models folder when `root` is a checkout, else the installed package's."

@@ -95,8 +95,7 @@ def _ship_gpu_zoo(root: Path, names: list[str], say=print) -> None:
     """In a checkout, the GPU zoo stages `names` (done) ship at once (`campaign.models.ship`): the weights a pack brings
     back live in an ignored folder that a fresh clone lacks."""
     from disentbook.campaign import models
-    from disentbook.campaign.stages import checkout_models
-    dest = checkout_models(root)
+    dest = models.checkout_models(root)
     if dest is None or not names: return
     for n in names: models.ship(root, GPU_ZOO[n], dest, say, gpu=True)
     models.write_index(root, dest)
