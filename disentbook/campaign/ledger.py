@@ -24,9 +24,10 @@ WORK = Path("results") / "campaign"                 # working files: run folders
 # fp32's seed range widened by half, `benchmarks/precision.json`), fp32 elsewhere. A stage spans machines, so what its
 # first runs chose binds the rest: a run keeps the precision it began in (its checkpoint says it), a curve's new seed
 # takes its measured seeds' and a reproduction its curves' (`reproductions.stage_options`); a bf16 stage that moves to
-# a CPU without native bf16 waits there (`campaign.stages.waits_here`: `--next` trains the next stage instead; `--stage`
-# trains it emulated, with a warning; `bench_trainer.py --isa`: 0.38x fp32's images/s with AVX-512 alone, 0.10x with
-# AVX2). Stages begun before this default (contrastive, refvae, zoo-beta_tcvae) are fp32 and stay so
+# a CPU without native bf16 goes on there with the Trainer's fp32 kernels on bf16 operands (`training.bf16_kernels`:
+# 0.68-0.99x fp32's steps per second on tcwae's and invariance's rows with AVX2 alone, where PyTorch's emulated bf16
+# kernels gave 0.10x).
+# Stages begun before this default (contrastive, refvae, zoo-beta_tcvae) are fp32 and stay so
 CPU_PRECISION = "auto"
 
 def read_ledger(path: str | os.PathLike) -> dict:
@@ -64,8 +65,8 @@ def machine() -> dict:
     return dict(cpu=cpu_name(), cores=os.cpu_count(), torch=torch.__version__, python=platform.python_version())
 
 def emulated(precision: str | None) -> dict:
-    """{'bf16_emulated': True} for a run in bf16 on a CPU without native bf16 (it goes on as it began, much slower: a
-    measured row says so beside its seconds), else {}."""
+    """{'bf16_emulated': True} for a run in bf16 on a CPU without native bf16 (it goes on as it began, its convolutions
+    and matrix products as fp32 kernels on bf16 operands: a measured row says so beside its seconds), else {}."""
     from disentbook.core import cpu_native_bf16
     return {"bf16_emulated": True} if precision == "bf16" and not cpu_native_bf16() else {}
 

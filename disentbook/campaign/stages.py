@@ -12,13 +12,12 @@ from .ledger import (LEDGER, WORK, CampaignError, Clock, call_running, machine, 
     read_ledger, write_atomic, write_stage)
 from . import futility, gpuzoo, papers, reproductions, transport, zoo
 from .models import checkout_models
-from ..core import cpu_native_bf16
 from ..repro.figures import FIGURE_COPY
 from ..repro.runs import trained_precisions
 
 # %% auto #0
 __all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'ORDER', 'stages', 'on_gpu',
-           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'waits_here', 'not_ready', 'run_next',
+           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'not_ready', 'run_next',
            'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
@@ -170,15 +169,6 @@ def bound_precision(root, stage: str) -> str | None:
     ps = {s.precision(root) for s in subjects(stage)} - {None}
     return "bf16" if "bf16" in ps else (ps.pop() if ps else None)
 
-def waits_here(root, stage: str) -> str | None:
-    """Why `--next` passes over `stage` on this machine, or None when it trains here at full speed: a stage bound to bf16
-    on a CPU that computes bf16 only by emulation (measured: 0.10-0.11x fp32's steps per second with AVX2 alone,
-    `bench_trainer.py --isa` and `--processes --precision-ratio`) would spend ten hours where one does, so it waits for a
-    CPU with native bf16 and the next stage trains instead. `--stage NAME` trains it here anyway, emulated, with a warning."""
-    if bound_precision(root, stage) != "bf16" or cpu_native_bf16(): return None
-    return ("it trains in bf16, which this CPU computes only by emulation (about a tenth of fp32's speed): it waits for a "
-            "CPU with native bf16 (`--stage` trains it here anyway)")
-
 def not_ready(stage: str) -> str | None:
     "Why a stage cannot begin yet (a `cpu` reproduction whose length its curves have not chosen), or None."
     r = reproductions.all_reproductions().get(stage)
@@ -188,13 +178,13 @@ def not_ready(stage: str) -> str | None:
     return None
 
 def run_next(root, clock: Clock, say=print) -> list[tuple[str, str]]:
-    """The stages not done yet, in order, while the budget lasts: [(stage, status)]. A stage that waits for another kind
-    of CPU (`waits_here`) or for another stage (`not_ready`) is passed over ('waits'); so is one that ended partial with
-    budget left (its seeds would not reach their horizon in it: the next stage takes the rest of the call)."""
+    """The stages not done yet, in order, while the budget lasts: [(stage, status)]. A stage that waits for another
+    stage (`not_ready`) is passed over ('waits'); so is one that ended partial with budget left (its seeds would not
+    reach their horizon in it: the next stage takes the rest of the call)."""
     led, done = read_ledger(Path(root) / LEDGER)["stages"], []
     for s in stages():
         if led.get(s, {}).get("status") == "ok" or on_gpu(s): continue       # GPU stages: --stage
-        if why := (waits_here(root, s) or not_ready(s)):
+        if why := not_ready(s):
             done.append((s, "waits")); say(f"stage {s}: waits ({why})"); continue
         st = run_stage(root, s, clock, say); done.append((s, st))
         say(f"stage {s}: {st}")
@@ -316,7 +306,6 @@ def run(a, say=print) -> int:
         for s, (what, _) in stages().items():
             st = led.get(s, {}).get("status", "not started")
             if st == "running" and live is False: st = "partial"    # its call was killed before it could write the stage's end
-            if st != "ok" and not on_gpu(s) and waits_here(root, s): st = "waits (bf16)"
             say(f"{s:26s} {st:12s} {progress(root, s):30s} {what}")
         return 0
     clock = Clock(parse_budget(a.budget), pause_file(root), say)

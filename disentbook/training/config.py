@@ -112,7 +112,8 @@ cpu_native_bf16 = functools.cache(core.cpu_native_bf16)     # read once per proc
 def resolve_precision(precision: str, device, amp: bool = True) -> tuple[str, str]:
     """What a training step computes in, and why: `('bf16' | 'fp32', reason)`. 'auto' is bf16 autocast on a CUDA GPU with
     bf16 and on a CPU with native bf16 (`cpu_native_bf16`), fp32 elsewhere; 'fp32' and 'bf16' are taken as asked ('bf16'
-    where the device has no native bf16 warns: it is emulated, slower than fp32); `amp=False` is fp32."""
+    where the device has no native bf16 warns: it is emulated; on a CPU the `Trainer` then runs its convolutions and
+    matrix products as fp32 kernels on bf16 operands, `training.bf16_kernels`); `amp=False` is fp32."""
     if precision not in PRECISION_CHOICES:
         raise InputError(f"precision: expected one of {', '.join(map(repr, PRECISION_CHOICES))}, got {precision!r}")
     d = torch.device(device)
@@ -123,7 +124,9 @@ def resolve_precision(precision: str, device, amp: bool = True) -> tuple[str, st
         if d.type not in ("cpu", "cuda"):
             raise InputError(f"precision='bf16': bf16 autocast runs on 'cpu' and 'cuda' devices, not {d.type!r}")
         if not native:
-            warnings.warn(f"precision='bf16' on a {d.type} without native bf16: emulated, slower than fp32", stacklevel=2)
-            return "bf16", f"asked for (emulated: this {d.type} has no native bf16)"
+            how = ("the Trainer's convolutions and matrix products as fp32 kernels on bf16 operands" if d.type == "cpu"
+                   else "slower than fp32")
+            warnings.warn(f"precision='bf16' on a {d.type} without native bf16: emulated ({how})", stacklevel=2)
+            return "bf16", f"asked for (emulated: this {d.type} has no native bf16; {how})"
         return "bf16", "asked for"
     return ("bf16", f"auto: this {d.type} has native bf16") if native else ("fp32", f"auto: this {d.type} has no native bf16")

@@ -18,6 +18,7 @@ from .. import core
 from ..core import ConfigMismatchError, InputError, NonFiniteLossError
 from ..objectives.base import Objective, make_objective
 from .config import TrainConfig, precision_flags, resolve_precision
+from .bf16_kernels import Fp32Kernels, uses_fp32_kernels
 from .checkpoints import (FORMAT_VERSION, clean_run_dir, default_builder, json_config, load_checkpoint,
                                     read_checkpoint_config, write_checkpoint)
 
@@ -101,12 +102,15 @@ class Trainer:
         dev_type = self.device.type
         self._autocast = ((lambda: torch.autocast(dev_type, dtype=torch.bfloat16)) if precision == "bf16"
                           else contextlib.nullcontext)
+        # bf16 on a CPU without native bf16: the convolutions and matrix products as fp32 kernels on the bf16 operands
+        self._kernels = Fp32Kernels if uses_fp32_kernels(precision, self.device) else contextlib.nullcontext
 
     def main_update(self, batch: dict, step: int) -> dict:
         "Objective forward and one step of the main optimizer; the aux nets stay frozen."
-        with self._autocast(): out = self.objective(self.model, batch, step)
-        self.optimizer.zero_grad(set_to_none=True)
-        out["loss"].backward()
+        with self._kernels():
+            with self._autocast(): out = self.objective(self.model, batch, step)
+            self.optimizer.zero_grad(set_to_none=True)
+            out["loss"].backward()
         if self.config.grad_clip is not None:
             out["grad_norm"] = nn.utils.clip_grad_norm_(self._main_params, self.config.grad_clip)
         self.optimizer.step()
@@ -117,9 +121,10 @@ class Trainer:
         params, opt = self._aux_params[name], self.aux_optimizers[name]
         _set_trainable(self._main_params, False); _set_trainable(params, True)
         try:
-            with self._autocast(): aout = self.objective.aux_loss(name, self.model, batch, detached(out), step)
-            opt.zero_grad(set_to_none=True)
-            aout["loss"].backward()
+            with self._kernels():
+                with self._autocast(): aout = self.objective.aux_loss(name, self.model, batch, detached(out), step)
+                opt.zero_grad(set_to_none=True)
+                aout["loss"].backward()
             opt.step()
         finally:
             _set_trainable(params, False); _set_trainable(self._main_params, True)
@@ -189,7 +194,7 @@ class Trainer:
         names = self.objective.monitor_keys()
         if not names: return []
         g = core.make_generator(1_000_003 * (self.config.seed + 1) + self.step, self.generator.device)
-        with torch.no_grad(), self._autocast():
+        with torch.no_grad(), self._kernels(), self._autocast():
             out = self.objective.monitor(self.model, self.sampler.sample(self.config.batch_size, g), g)
         return [float(out[k]) for k in names]
 
@@ -357,7 +362,7 @@ def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
     self.noise_state = (self.step, device_rng_state(self.device))
     used = ck["config"].get("precision")     # what the run computed in: kept, so a run never changes precision half-way
     if used in ("bf16", "fp32") and used != self.precision:            # (checkpoints written before it say nothing)
-        p, why = resolve_precision(used, self.device)                  # bf16 where it is not native: emulated, with a warning
+        p, why = resolve_precision(used, self.device)                  # bf16 where it is not native: fp32 kernels, with a warning
         self._set_precision(p, f"the run began in {used}, kept from its checkpoint" + (why[len("asked for"):] if why != "asked for" else ""))
     saved = ck["config"].get("train", {}).get("channels_last")         # the layout the run trained in: kept, so it resumes exactly
     if saved != self.config.channels_last:
