@@ -12,12 +12,13 @@ try: import fcntl
 except ImportError: fcntl = None                                   # no file locks: the seeds train one after another
 
 from .lengths import choose_length, complete_lengths, curve_done
-from .ledger import WORK, CampaignError, Clock, write_json_atomic
+from .ledger import WORK, CampaignError, Clock, emulated, write_json_atomic
 
 # %% auto #0
-__all__ = ['LIVE', 'PAIR_GAIN', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along', 'add_row',
-           'default_workers', 'live_seeds', 'share_cores', 'exit_with_parent', 'seconds_per_step', 'seeds_at_once',
-           'along_seeds', 'train_curves', 'train_subjects', 'train_seeds', 'curve_figure', 'write_curve_figure']
+__all__ = ['LIVE', 'PAIR_GAIN', 'PROBE', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along',
+           'add_row', 'default_workers', 'live_seeds', 'share_cores', 'exit_with_parent', 'seconds_per_step',
+           'seeds_at_once', 'along_seeds', 'train_curves', 'train_subjects', 'train_seeds', 'curve_figure',
+           'write_curve_figure']
 
 # %% ../../nbs/89c_campaign_curves.ipynb #94f60aa9
 class Subject:
@@ -98,20 +99,28 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
     seed, at the seconds per step and per measurement the subject took in this call so far (`clock.rates`), would not
     reach the last of `lengths` within the budget left (it stops there rather than train on to be cut: a run's progress
     outlives a call only as the lengths it measured, so a later call trains it again from its first step). Before this
-    call has measured the subject, its record's rate (`seconds_per_step`, perhaps of another machine) stops the seed only
-    where it would need more than twice the budget left."""
+    call has measured the subject, its record's rate on this CPU (`seconds_per_step(..., here=True)`) stands in; a timed
+    subject without one (a record of other machines only, or none) first trains the seed `PROBE` steps, which time
+    this machine, and decides on that rate (the probe's steps are the run's own: it goes on from them)."""
     from disentbook.core import active_time
     step_s, eval_s = clock.rates.get(subj.name, (None, None))
-    slack = 1.0
-    if step_s is None and (rate := seconds_per_step(read_curve(root, subj))) is not None: (step_s, eval_s), slack = rate, 0.5
+    probe = step_s is None and subj.timed
+    if probe and (rate := seconds_per_step(read_curve(root, subj), here=True)) is not None: (step_s, eval_s), probe = rate, False
     for L in sorted(lengths):
         if any(r["steps"] == L for r in read_curve(root, subj)["seeds"].get(str(seed), [])): continue
         subj.check_run(root, seed)
         if subj.step_of(root, seed) > L: subj.restart(root, seed)   # a run past a length it never measured: train it again
         at = subj.step_of(root, seed)
+        if probe and at < L:
+            p, t0 = min(L, at + PROBE), active_time()
+            if not subj.train_to(root, seed, p, clock, say): return False
+            step_s = (active_time() - t0) / (p - at)
+            eval_s = (seconds_per_step(read_curve(root, subj)) or (None, 0.0))[1]     # measurements: as recorded anywhere
+            clock.rates[subj.name], probe = (step_s, eval_s), False
+            say(f"{subj.name} seed {seed}: {step_s:.3g} s a step on this machine ({p - at} steps timed)")
         if step_s is not None:
             todo = [g for g in lengths if g >= L]
-            if not clock.fits(slack * ((max(lengths) - at) * step_s + len(todo) * eval_s)):
+            if not clock.fits((max(lengths) - at) * step_s + len(todo) * eval_s):
                 say(f"{subj.name} seed {seed}: stops at {at:,} steps: at {step_s:.3g} s a step it would not reach "
                     f"{max(lengths):,} within the budget left (a later call trains it)")
                 return False
@@ -120,7 +129,6 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
         t1 = active_time()
         row = dict(subj.measure(root, seed, L), steps=int(L))
         if L > at: clock.rates[subj.name] = step_s, eval_s = (t1 - t0) / (L - at), active_time() - t1
-        slack = 1.0
         add_row(root, subj, seed, row, say)
     return True
 
@@ -178,12 +186,18 @@ def _say(text: str): print(text, flush=True)          # a child's lines reach a 
 # the machine's images/s with one single-threaded seed process per core over one process on every core (two cores, the
 # zoo's conv64 beta-VAE, `benchmarks/bench_trainer.py --processes`)
 PAIR_GAIN = 1.14
+PROBE = 200           # steps a seed trains to time a machine its subject's record has no rate of
 
-def seconds_per_step(curve: dict, cores: int | None = None) -> tuple[float, float] | None:
+def seconds_per_step(curve: dict, cores: int | None = None, here: bool = False) -> tuple[float, float] | None:
     """(training seconds per step of one seed alone on every core, seconds per measurement) from a curve record's rows
-    (each seed's latest: its training seconds over its steps, converted from the cores it had); None without such rows."""
+    (each seed's latest: its training seconds over its steps, converted from the cores it had); None without such rows.
+    `here`: only rows measured on a CPU of this name that computed their precision as this one would (natively or not)."""
+    from disentbook.core import cpu_name
     cores = cores or os.cpu_count() or 1
-    last = [max(rows, key=lambda r: r["steps"]) for rows in curve["seeds"].values() if rows]
+    rows = curve["seeds"].values()
+    if here: rows = [[r for r in rs if r.get("machine") == cpu_name() and bool(r.get("bf16_emulated")) == bool(emulated(r.get("precision")))]
+                     for rs in rows]
+    last = [max(rs, key=lambda r: r["steps"]) for rs in rows if rs]
     last = [r for r in last if r.get("train_seconds") and r.get("steps") and math.isfinite(r["train_seconds"])]
     if not last: return None
     def alone(r):
