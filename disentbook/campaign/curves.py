@@ -195,8 +195,10 @@ def seconds_per_step(curve: dict, cores: int | None = None, here: bool = False) 
     from disentbook.core import cpu_name
     cores = cores or os.cpu_count() or 1
     rows = curve["seeds"].values()
-    if here: rows = [[r for r in rs if r.get("machine") == cpu_name() and bool(r.get("bf16_emulated")) == bool(emulated(r.get("precision")))]
-                     for rs in rows]
+    if here:                                    # the CPU read once: its name and how it computes bf16
+        name, emu = cpu_name(), bool(emulated("bf16"))
+        rows = [[r for r in rs if r.get("machine") == name and bool(r.get("bf16_emulated")) == (emu and r.get("precision") == "bf16")]
+                for rs in rows]
     last = [max(rs, key=lambda r: r["steps"]) for rs in rows if rs]
     last = [r for r in last if r.get("train_seconds") and r.get("steps") and math.isfinite(r["train_seconds"])]
     if not last: return None

@@ -4,13 +4,11 @@
 
 # %% ../../nbs/13i_training_bf16_kernels.ipynb #47168c5c
 from __future__ import annotations
-import contextlib
-
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-from ..core import cpu_native_bf16
+from .config import cpu_native_bf16      # read once per process
 
 # %% auto #0
 __all__ = ['MATRIX_OPS', 'Fp32Kernels', 'uses_fp32_kernels']
@@ -40,5 +38,5 @@ class Fp32Kernels(TorchDispatchMode):
 
 def uses_fp32_kernels(precision: str, device) -> bool:
     """Whether a training step in `precision` on `device` runs its forward and backward inside `Fp32Kernels`: bf16 on a
-    CPU without native bf16 (`core.cpu_native_bf16`); never on a GPU, for fp32, or where the CPU has native bf16."""
+    CPU without native bf16 (`training.config.cpu_native_bf16`); never on a GPU, for fp32, or where the CPU has native bf16."""
     return precision == "bf16" and torch.device(device).type == "cpu" and not cpu_native_bf16()
