@@ -98,13 +98,15 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
     """Train seed `seed` through `lengths`, measuring each one its rows lack; False when the budget ran out, or when the
     seed, at the seconds per step and per measurement the subject took in this call so far (`clock.rates`), would not
     reach the last of `lengths` within the budget left (it stops there rather than train on to be cut: a run's progress
-    outlives a call only as the lengths it measured, so a later call trains it again from its first step). Before this
-    call has measured the subject, its record's rate on this CPU (`seconds_per_step(..., here=True)`) stands in; a timed
-    subject without one (a record of other machines only, or none) first trains the seed `PROBE` steps, which time
-    this machine, and decides on that rate (the probe's steps are the run's own: it goes on from them)."""
+    outlives a call only as the lengths it measured, so a later call trains it again from its first step), unless the
+    machine keeps the work folder between calls (`clock.keep_runs`): the seed then trains on as far as the budget goes and
+    a later call here goes on from its checkpoint. Before this call has measured the subject, its record's rate on this
+    CPU (`seconds_per_step(..., here=True)`) stands in; a timed subject without one (a record of other machines only, or
+    none) first trains the seed `PROBE` steps, which time this machine, and decides on that rate (the probe's steps are
+    the run's own: it goes on from them)."""
     from disentbook.core import active_time
     step_s, eval_s = clock.rates.get(subj.name, (None, None))
-    probe = step_s is None and subj.timed
+    probe, told = step_s is None and subj.timed, False
     if probe and (rate := seconds_per_step(read_curve(root, subj), here=True)) is not None: (step_s, eval_s), probe = rate, False
     for L in sorted(lengths):
         if any(r["steps"] == L for r in read_curve(root, subj)["seeds"].get(str(seed), [])): continue
@@ -121,9 +123,14 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
         if step_s is not None:
             todo = [g for g in lengths if g >= L]
             if not clock.fits((max(lengths) - at) * step_s + len(todo) * eval_s):
-                say(f"{subj.name} seed {seed}: stops at {at:,} steps: at {step_s:.3g} s a step it would not reach "
-                    f"{max(lengths):,} within the budget left (a later call trains it)")
-                return False
+                if not clock.keep_runs:
+                    say(f"{subj.name} seed {seed}: stops at {at:,} steps: at {step_s:.3g} s a step it would not reach "
+                        f"{max(lengths):,} within the budget left (a later call trains it)")
+                    return False
+                if not told:
+                    say(f"{subj.name} seed {seed}: at {step_s:.3g} s a step it would not reach {max(lengths):,} within the "
+                        f"budget left; it trains on from {at:,} steps, and a later call on this machine goes on from its checkpoint")
+                    told = True
         t0 = active_time()
         if not subj.train_to(root, seed, L, clock, say): return False
         t1 = active_time()
@@ -211,7 +218,8 @@ def seeds_at_once(root, subj: Subject, todo, lengths, clock: Clock, workers: int
     """How many of the seeds `todo` train at once: `workers`, unless that many at once would not bring the first of them
     through `lengths` within the budget left while one alone would. A run's progress outlives a call only as the lengths
     it measured (a checkout carries no checkpoint of the dSprites zoo's size), so a seed the budget cuts short is trained
-    again from its first step by the next call. Rates from the subject's record (`seconds_per_step`); none: `workers`."""
+    again from its first step by the next call (on a machine that keeps the work folder, `clock.keep_runs`, it goes on).
+    Rates from the subject's record (`seconds_per_step`); none: `workers`."""
     w = max(1, min(int(workers), len(todo)))
     rate = seconds_per_step(read_curve(root, subj)) if w > 1 else None
     if rate is None: return w

@@ -78,12 +78,15 @@ def parse_budget(text: str) -> float:
     return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "": 60}[m.group(2)]
 
 class Clock:
-    "One call's wall budget (seconds), the pause file, and the measured seconds per chunk."
+    """One call's wall budget (seconds), the pause file, and the measured seconds per chunk. `keep_runs`: this machine
+    keeps the campaign's work folder between calls, so a seed may begin what it cannot finish within the budget (a later
+    call goes on from its checkpoint)."""
     poll = 5.0                                      # seconds between looks at the pause file
     on_chunk = None                                 # called before each chunk (a curve seed takes its share of the cores)
-    def __init__(self, budget_s: float, pause_file: str | os.PathLike | None = None, say=print):
+    keep_runs = False                               # (a clock pickled before this attribute existed reads it too)
+    def __init__(self, budget_s: float, pause_file: str | os.PathLike | None = None, say=print, keep_runs: bool = False):
         self.t0, self.budget, self.chunk_s, self.paused_s = time.monotonic(), float(budget_s), None, 0.0
-        self.pause_file, self.say = (Path(pause_file) if pause_file else None), say
+        self.pause_file, self.say, self.keep_runs = (Path(pause_file) if pause_file else None), say, bool(keep_runs)
         self.rates = {}                             # curve subject's name -> (seconds per step, per measurement) in this call
     def left(self) -> float: return self.budget - (time.monotonic() - self.t0 - self.paused_s)
     def fits(self, seconds: float | None = None) -> bool:

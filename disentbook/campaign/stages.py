@@ -269,6 +269,9 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--with-checkpoints", action="store_true", help="with --carry: the checkpoints of runs still training "
                    "too (they hold the optimizer's state: for a branch that moves work to another machine), within a size "
                    "budget")
+    p.add_argument("--keep-runs", action="store_true", help="this machine keeps the work folder between calls: a seed that "
+                   "would not reach its horizon within --budget begins anyway, and a later call here goes on from its "
+                   "checkpoint (a fresh clone would train it again from its seed)")
     p.add_argument("--budget", default="150m", help="wall budget of this call (e.g. 150m, 2h): no chunk starts that would not end within it")
     p.add_argument("--root", default=".", help="the folder the campaign works in (a checkout)")
     return p
@@ -292,6 +295,7 @@ def run(a, say=print) -> int:
         with one_call(root): transport.unpack(root, Path(a.unpack), say)
         return 0
     if a.with_checkpoints and not a.carry: raise CampaignError("--with-checkpoints goes with --carry")
+    if a.keep_runs and not (a.next or a.stage): raise CampaignError("--keep-runs goes with --next or --stage")
     if a.carry:
         now, old, left = carry(root, checkpoints=a.with_checkpoints)
         say(f"carried {len(now)} file(s) ({sum((root / p).stat().st_size for p in now) / 1e6:.1f} MB)"
@@ -308,7 +312,7 @@ def run(a, say=print) -> int:
             if st == "running" and live is False: st = "partial"    # its call was killed before it could write the stage's end
             say(f"{s:26s} {st:12s} {progress(root, s):30s} {what}")
         return 0
-    clock = Clock(parse_budget(a.budget), pause_file(root), say)
+    clock = Clock(parse_budget(a.budget), pause_file(root), say, keep_runs=a.keep_runs)
     if threading.current_thread() is threading.main_thread():    # a job limit's kill: recorded as partial
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with one_call(root):                                        # two calls would train the same runs into the same folders
