@@ -125,10 +125,13 @@ def progress(root, stage: str) -> str:
     subs, out = subjects(stage), []
     for subj in subs:
         c = read_curve(root, subj)
-        if not c["seeds"]: continue
+        ahead = [f"seed {s} at {n / 1000:g}k" for s in (*subj.curve_seeds, *subj.more_seeds)   # runs this disk goes on from
+                 if (n := subj.step_of(root, s)) > max((r["steps"] for r in c["seeds"].get(str(s), [])), default=0)]
+        if not c["seeds"] and not ahead: continue
         at = "/".join(f"{max(r['steps'] for r in rows) / 1000:g}k" for s, rows in sorted(c["seeds"].items()) if rows)
         ch = c.get("choice")
-        out.append((f"{subj.slug} " if len(subs) > 1 else "") + f"seeds measured to {at}" + (f", length {ch['steps']:,}" if ch else ""))
+        out.append((f"{subj.slug} " if len(subs) > 1 else "") + (f"seeds measured to {at}" if at else "nothing measured")
+                   + (f", length {ch['steps']:,}" if ch else "") + (f" (checkpoints here: {', '.join(ahead)})" if ahead else ""))
     return "; ".join(out) or ("no run yet" if subs else "")
 
 # %% ../../nbs/89f_campaign_stages.ipynb #0546f521
