@@ -280,12 +280,14 @@ def train_curves(root, subj: Subject, clock: Clock, say=print, workers: int = 1)
         say(f"{subj.name}: length {ch.steps:,} steps ({ch.why})")
     return True
 
-def train_subjects(root, subjects, clock: Clock, say=print, workers: int = 1) -> bool:
+def train_subjects(root, subjects, clock: Clock, say=print, workers: int = 1, settled=None) -> bool:
     """`train_curves` of each subject in turn (a paper's headline rows); one that stops short, a seed of it not reaching its
     horizon within the budget left, leaves the rest of the budget to the next while a chunk still fits. True when every
-    subject's curves are done."""
+    subject's curves are done, or when `settled()`, asked before each subject, says what they were for is decided
+    without the rest (those are not trained)."""
     done = True
     for subj in subjects:
+        if settled is not None and settled(): return True
         if train_curves(root, subj, clock, say, workers): continue
         done = False
         if not clock.fits(): break

@@ -14,8 +14,8 @@ from .ledger import CampaignError, write_json_atomic
 from .papers import CURVES, SETTINGS_SCALE, PaperRow, curve_seeds, headline
 
 # %% auto #0
-__all__ = ['RULE', 'gate_readings', 'short_text', 'gates_file', 'curve_values', 'curve_references', 'headline_claim', 'reckon',
-           'recorded']
+__all__ = ['RULE', 'FORECLOSE_RULE', 'gate_readings', 'short_text', 'gates_file', 'curve_values', 'row_label', 'curve_references',
+           'headline_claim', 'reckon', 'foreclosed', 'recorded']
 
 # %% ../../nbs/89j_campaign_futility.ipynb #05a009e8
 RULE = ("each row the headline claim reads clears every learning gate the claim asks of it on the mean of its curve "
@@ -50,24 +50,33 @@ def gates_file(root, paper_name: str) -> Path:
 def curve_values(root, paper_name: str, steps: int) -> tuple[dict, dict]:
     """({row: {metric: [value per curve seed]}}, {row: the length read}) of the paper's headline rows at `steps`, or at
     the longest length below it that every curve seed of the row measured."""
-    _, slugs = headline(paper_name)
-    values, at, seeds = {}, {}, curve_seeds(paper_name)
-    for slug in slugs:
+    values, at = {}, {}
+    for slug in headline(paper_name)[1]:
         subj = PaperRow(paper_name, slug)
-        rows = {int(s): {int(r["steps"]): r for r in rs} for s, rs in read_curve(root, subj)["seeds"].items()}
-        if any(s not in rows for s in seeds):
-            raise CampaignError(f"{subj.name}: its curve has not measured seeds {', '.join(map(str, seeds))} yet "
-                                f"(the stage curves-{paper_name}-seeds measures them)")
-        both = set.intersection(*(set(rows[s]) for s in seeds))
-        length = max((n for n in both if n <= steps), default=None)
+        rows, seeds = _seed_rows(root, subj), curve_seeds(paper_name)
+        length = max((n for n in _common_lengths(rows, seeds) if n <= steps), default=None)
         if length is None: raise CampaignError(f"{subj.name}: its curve seeds measured no length up to {steps:,} steps")
-        first = rows[seeds[0]][length]
-        keys = [k for k, v in first.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-                and all(isinstance(rows[s][length].get(k), (int, float)) for s in seeds)]
-        label = subj.spec["row"] or subj.spec["label"]
-        values[label] = {k: [float(rows[s][length][k]) for s in seeds] for k in keys}
-        at[label] = length
+        values[row_label(subj)], at[row_label(subj)] = _values_at(rows, seeds, length), length
     return values, at
+
+def row_label(subj: PaperRow) -> str: return subj.spec["row"] or subj.spec["label"]
+
+def _seed_rows(root, subj: PaperRow) -> dict:
+    "{seed: {steps: row}} of a headline row's curve record; a curve seed it lacks is refused in one line."
+    rows = {int(s): {int(r["steps"]): r for r in rs} for s, rs in read_curve(root, subj)["seeds"].items()}
+    seeds = curve_seeds(subj.paper.name)
+    if any(s not in rows for s in seeds):
+        raise CampaignError(f"{subj.name}: its curve has not measured seeds {', '.join(map(str, seeds))} yet "
+                            f"(the stage curves-{subj.paper.name}-seeds measures them)")
+    return rows
+
+def _common_lengths(rows: dict, seeds) -> list[int]: return sorted(set.intersection(*(set(rows[s]) for s in seeds)))
+
+def _values_at(rows: dict, seeds, length: int) -> dict:
+    "{metric: [value per seed]} at `length`: every numeric metric all the seeds wrote there."
+    keys = [k for k, v in rows[seeds[0]][length].items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and all(isinstance(rows[s][length].get(k), (int, float)) for s in seeds)]
+    return {k: [float(rows[s][length][k]) for s in seeds] for k in keys}
 
 def _context(root, paper_name: str):
     "A reproduction's context for the curve seeds of the paper's headline rows (their settings, data and options)."
@@ -102,7 +111,8 @@ def reckon(root, paper_name: str, steps: int, say=print, references: dict | None
     from disentbook.repro.declare import PAPERS
     from disentbook.repro.reference import with_references
     f, seeds = gates_file(root, paper_name), curve_seeds(paper_name)
-    if (old := recorded(root, paper_name)) and old.get("steps") == steps and old.get("seeds") == list(seeds): return old
+    if (old := recorded(root, paper_name)) and (old.get("foreclosed") or (old.get("steps") == steps and old.get("seeds") == list(seeds))):
+        return old                          # the same reading, or one that holds at every length the stage can choose
     values, at = curve_values(root, paper_name, steps)
     context = _context(root, paper_name)                    # one context for the references and the claim
     if references is None:
@@ -120,6 +130,50 @@ def reckon(root, paper_name: str, steps: int, say=print, references: dict | None
     write_json_atomic(f, rec)
     say(f"{paper_name}: {'trains' if rec['train'] else 'not trained'}: {rec['why']} ({f.relative_to(root).as_posix()})")
     return rec
+
+FORECLOSE_RULE = ("before every row's curves are done: the stage's length will be at least the longest length a finished "
+                  "row chose, and a finished row is read at the longest length its curve seeds all measured up to the "
+                  "stage's length; a finished row whose seed mean falls short of one gate at every length it can be read "
+                  "at leaves the claim untested whatever the other rows choose, so the other rows' curves and the stage's "
+                  "seeds do not train")
+
+def foreclosed(root, paper_name: str, say=print, references: dict | None = None) -> dict | None:
+    """The reading `reckon` will take, when it is already settled against training before every headline row's curves
+    are done (`FORECLOSE_RULE`): kept in `gates_file` (`train` False, `foreclosed` True) and returned; None otherwise.
+    Gates read against references are read only when `references` are given (measuring them is left to `reckon`):
+    a gate against a constant or the row's own values is enough to settle it."""
+    from disentbook.repro.declare import PAPERS
+    from disentbook.repro.reference import with_references
+    if (old := recorded(root, paper_name)) and old.get("foreclosed"): return old
+    subs = [PaperRow(paper_name, slug) for slug in headline(paper_name)[1]]
+    done = [(s, c) for s in subs if "choice" in (c := read_curve(root, s))]
+    if not done or len(done) == len(subs): return None
+    least, seeds = max(c["choice"]["steps"] for _, c in done), curve_seeds(paper_name)
+    claim = headline_claim(root, paper_name)
+    for subj, _ in done:
+        rows = _seed_rows(root, subj)
+        Ls = _common_lengths(rows, seeds)
+        Ls = [n for n in Ls if n >= max((m for m in Ls if m <= least), default=least)]   # what any stage length reads
+        if not Ls: continue
+        read = [gate_readings(claim, PAPERS[paper_name].learned,
+                              with_references({row_label(subj): _values_at(rows, seeds, n)}, references or {})) for n in Ls]
+        for g in {r["gate"] for r in read[0]}:
+            at = [next((r for r in rs if r["gate"] == g), None) for rs in read]
+            if any(r is None or r["clears"] for r in at): continue
+            r0 = at[0]
+            why = (f"on the mean of curve seeds {', '.join(map(str, seeds))}, {r0['row']}: {r0['gate']} falls short at "
+                   f"every length it can be read at (the stage's length is at least {least:,}, the longest its finished "
+                   f"rows chose): seed mean {r0['metric']} " + ", ".join(f"{r['value']:.4g} at {n:,}" for r, n in zip(at, Ls))
+                   + f" steps, against {r0['ref']} {r0['reference']:.4g}"
+                   + (f" {'+' if r0['op'] == '>' else '−'} {r0['margin']:g}" if r0['margin'] else "") + f" (n = {r0['n']})")
+            rec = dict(paper=paper_name, claim=claim.text, steps=int(least), seeds=list(seeds), read_at={row_label(subj): Ls},
+                       rule=FORECLOSE_RULE, settings=f"the {SETTINGS_SCALE} scale's evaluation, as the curves measured",
+                       gates=[dict(r, steps=n) for r, n in zip(at, Ls)], train=False, foreclosed=True, why=why)
+            write_json_atomic(gates_file(root, paper_name), rec)
+            say(f"{paper_name}: not trained, settled before its other rows' curves: {why} "
+                f"({gates_file(root, paper_name).relative_to(root).as_posix()})")
+            return rec
+    return None
 
 def recorded(root, paper_name: str) -> dict | None:
     "The kept reading of the paper's gates on its curves, or None; an unreadable file is refused in one line."

@@ -139,12 +139,15 @@ def write_cpu_length(root, paper_name: str, path: Path | None = None) -> dict:
     write_json_atomic(f, dict(sorted(d.items())))
     return entry
 
-def stage_curves(root, paper_name: str, clock: Clock, say=print, lengths_path: Path | None = None) -> str:
+def stage_curves(root, paper_name: str, clock: Clock, say=print, lengths_path: Path | None = None, settled=None) -> str:
     """Every headline row's curves of a paper (`train_subjects`: a row whose seeds would not reach their horizon within the
-    budget left gives way to the next), then its `cpu` length: 'ok', or 'partial' when a row is not done."""
+    budget left gives way to the next), then its `cpu` length: 'ok', or 'partial' when a row is not done. `settled`
+    (asked before each row): True when the reproduction the length is for is decided not to train without the rows
+    left (`campaign.futility.foreclosed`); the stage then ends 'ok' with no length."""
     from disentbook.campaign.curves import default_workers, train_subjects
     rows = [PaperRow(paper_name, slug) for slug in headline(paper_name)[1]]
-    if not train_subjects(root, rows, clock, say, default_workers()): return "partial"
+    if not train_subjects(root, rows, clock, say, default_workers(), settled): return "partial"
+    if settled is not None and settled(): return "ok"
     e = write_cpu_length(root, paper_name, lengths_path)
     say(f"{paper_name}: the cpu scale trains {e['steps']:,} steps (" + ", ".join(f"{s} {r['steps']:,}" for s, r in e["rows"].items()) + ")")
     return "ok"

@@ -216,8 +216,11 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     if r.device.startswith("cuda") and not torch.cuda.is_available():
         raise CampaignError(f"{name} trains on a CUDA GPU and none is visible here: run it on a GPU machine "
                             f"(--stage {name} --budget 8m, then --pack DIR), and --unpack DIR here")
+    fresh = r.needs_curves and r.device == "cpu" and not any(runs_of(root, name, reproductions))
+    if fresh and (rec := recorded(root, r.paper)) and rec.get("foreclosed"):   # settled before its curves were all done
+        _not_trained(root, r, rec, say); return "ok"
     check_length(r, lengths_file)
-    if r.needs_curves and r.device == "cpu" and not any(runs_of(root, name, reproductions)):
+    if fresh:
         clock.wait_while_paused()                    # before its first run: can its seeds decide the headline claim?
         rec = reckon(root, r.paper, r.config()["train"]["steps"], say)
         if not rec["train"]: _not_trained(root, r, rec, say); return "ok"
@@ -250,10 +253,11 @@ def _not_trained(root, r: Reproduction, rec: dict, say=print):
     """Say in the report of earlier seeds in the stage's folder, if there is one, why the stage's seeds did not train; the
     reports' index lists the reading either way."""
     out, seeds = r.folder(root), r.seeds()
+    at = (f"at any length its learning curves over seeds could choose (at least {rec['steps']:,} steps)" if rec.get("foreclosed")
+          else f"at {rec['steps']:,} steps, the length the learning curves over seeds chose")
     if (out / "metrics.json").is_file():
-        add_note(r.paper, out, f"{NOT_TRAINED}seeds {seeds[0]}-{seeds[-1]} at {rec['steps']:,} steps, the length the "
-                 f"learning curves over seeds chose: {rec['why']} (`benchmarks/curves/papers/{r.paper}/gates.json`; the "
-                 "rule: notebook `89j_campaign_futility`).", NOT_TRAINED)
+        add_note(r.paper, out, f"{NOT_TRAINED}seeds {seeds[0]}-{seeds[-1]} {at}: {rec['why']} "
+                 f"(`benchmarks/curves/papers/{r.paper}/gates.json`; the rule: notebook `89j_campaign_futility`).", NOT_TRAINED)
     refresh_pages(root, say)
 
 def refresh_pages(root, say=print) -> None:

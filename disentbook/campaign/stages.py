@@ -56,7 +56,8 @@ def stages() -> dict:
     for p, (key, sign, grid, _, _) in papers.METRICS.items():
         what = (f"{p}'s headline rows, curves over seeds {', '.join(map(str, papers.curve_seeds(p)))} of {key} "
                 f"({'higher' if sign > 0 else 'lower'} is better) until the length rule holds; the cpu scale's length")
-        out[f"curves-{p}-seeds"] = (what, (lambda q: lambda root, clock, say: papers.stage_curves(root, q, clock, say))(p))
+        out[f"curves-{p}-seeds"] = (what, (lambda q: lambda root, clock, say: papers.stage_curves(
+            root, q, clock, say, settled=lambda: futility.foreclosed(root, q, say) is not None))(p))
     for name, r in reproductions.all_reproductions().items():
         opts = {**r.sensitive(), **r.options, **({"runner": r.runner} if r.runner else {})}    # the sensitivity's first
         how = "".join(f" -o {k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in opts.items())
@@ -132,6 +133,8 @@ def progress(root, stage: str) -> str:
         ch = c.get("choice")
         out.append((f"{subj.slug} " if len(subs) > 1 else "") + (f"seeds measured to {at}" if at else "nothing measured")
                    + (f", length {ch['steps']:,}" if ch else "") + (f" (checkpoints here: {', '.join(ahead)})" if ahead else ""))
+    if stage.startswith("curves-") and (rec := futility.recorded(root, stage[len("curves-"):-len("-seeds")])) and rec.get("foreclosed"):
+        out.append("settled before the other rows' curves: not trained")
     return "; ".join(out) or ("no run yet" if subs else "")
 
 # %% ../../nbs/89f_campaign_stages.ipynb #0546f521
@@ -172,10 +175,12 @@ def bound_precision(root, stage: str) -> str | None:
     ps = {s.precision(root) for s in subjects(stage)} - {None}
     return "bf16" if "bf16" in ps else (ps.pop() if ps else None)
 
-def not_ready(stage: str) -> str | None:
-    "Why a stage cannot begin yet (a `cpu` reproduction whose length its curves have not chosen), or None."
+def not_ready(stage: str, root=".") -> str | None:
+    """Why a stage cannot begin yet (a `cpu` reproduction whose length its curves have not chosen, unless its gates'
+    reading is settled against training already, `futility.foreclosed`), or None."""
     r = reproductions.all_reproductions().get(stage)
     if r is None or r.device != "cpu": return None
+    if r.needs_curves and (rec := futility.recorded(root, r.paper)) and rec.get("foreclosed"): return None
     try: reproductions.check_length(r)
     except CampaignError as e: return str(e)
     return None
@@ -187,7 +192,7 @@ def run_next(root, clock: Clock, say=print) -> list[tuple[str, str]]:
     led, done = read_ledger(Path(root) / LEDGER)["stages"], []
     for s in stages():
         if led.get(s, {}).get("status") == "ok" or on_gpu(s): continue       # GPU stages: --stage
-        if why := not_ready(s):
+        if why := not_ready(s, root):
             done.append((s, "waits")); say(f"stage {s}: waits ({why})"); continue
         st = run_stage(root, s, clock, say); done.append((s, st))
         say(f"stage {s}: {st}")

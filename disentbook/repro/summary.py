@@ -191,7 +191,8 @@ def gate_rows(gates_dir) -> list[dict]:
         if not (isinstance(rec, dict) and isinstance(rec.get("train"), bool) and isinstance(rec.get("steps"), int)):
             raise InputError(f"{f}: not a reading of the gates (needs 'train' and 'steps'); restore it with git checkout")
         out.append(dict(paper=str(rec.get("paper", f.parent.name)), steps=rec["steps"], seeds=list(rec.get("seeds", [])),
-                        train=rec["train"], why=str(rec.get("why", "")), folder=f.parent.name))
+                        train=rec["train"], why=str(rec.get("why", "")), folder=f.parent.name,
+                        foreclosed=bool(rec.get("foreclosed"))))   # settled before every curve was done: a least length
     return out
 
 def gates_markdown(rows: list[dict], link_prefix: str) -> str:
@@ -201,7 +202,7 @@ def gates_markdown(rows: list[dict], link_prefix: str) -> str:
          "curves' seeds at the stage's length; a row short of a gate there stops the stage before it trains):", ""]
     for r in rows:
         seeds = ", ".join(map(str, r["seeds"]))
-        L.append(f"- {r['paper']}, {r['steps']:,} steps, curve seeds {seeds}: {'trained' if r['train'] else 'not trained'}: "
+        L.append(f"- {r['paper']}, {'at least ' if r.get('foreclosed') else ''}{r['steps']:,} steps, curve seeds {seeds}: {'trained' if r['train'] else 'not trained'}: "
                  f"{r['why']} ([reading]({link_prefix}{r['folder']}/gates.json))")
     return "\n".join(L) + "\n"
 
