@@ -2,7 +2,8 @@
 tutorial's smoke scale: the budget's timer ends it `partial` with its folder unlocked, the next call finishes it with the
 same per-run numbers as a call never cut, and a folder holding a report of other settings is refused in one line. A GPU
 stage rehearsed on the CPU: cut after a checkpoint, packed, unpacked into another checkout, finished there, packed back,
-its references measured where it is unpacked."""
+its references measured where it is unpacked. A paper whose gates' reading is settled before its curves are done
+trains no more curve rows and no reproduction."""
 import json, os, shutil, subprocess, sys
 from pathlib import Path
 
@@ -282,3 +283,32 @@ def test_a_page_without_its_markers_is_left_as_it_is(tmp_path):
     refresh_pages(tmp_path, said.append)
     assert len(said) == 1 and "left as it is" in said[0] and "index:start" in said[0]
     assert (tmp_path / "reports" / "README.md").read_text() == "mine\n"
+
+
+def test_a_curve_stage_settled_before_its_rows_are_done_trains_no_more_rows_and_its_reproduction_records_why(tmp_path):
+    """Two of invariance's headline rows have finished curves and the others none: the first falls short of a
+    worst-group gate at every length the stage could read it at, so `curves-invariance-seeds` trains none of the other
+    rows and ends `ok`, the reading is kept as settled, and `reproduce-invariance` ends `ok` without a chosen length."""
+    from disentbook.campaign.curves import read_curve
+    from disentbook.campaign.futility import recorded
+    from disentbook.campaign.ledger import LEDGER, read_ledger
+    from disentbook.campaign.papers import PaperRow, curve_seeds, headline
+    from disentbook.campaign.stages import main, progress
+    slugs = headline("invariance")[1]
+    for k, slug in enumerate(slugs[:2]):
+        subj = PaperRow("invariance", slug)
+        rec = read_curve(tmp_path, subj)
+        rec["seeds"] = {str(s): [dict(steps=n, avg_acc=0.5, worst_acc=0.0 if k == 0 else 0.3, chance_acc=0.1,
+                                      worst_acc_train=0.99) for n in (500, 1500, 3000)] for s in curve_seeds("invariance")}
+        rec["choice"] = dict(steps=1500, why="a check", rising=False, record={})
+        subj.curve_file(tmp_path).parent.mkdir(parents=True, exist_ok=True)
+        subj.curve_file(tmp_path).write_text(json.dumps(rec))
+    assert main(["--stage", "curves-invariance-seeds", "--root", str(tmp_path), "--budget", "2m"]) == 0
+    rec = recorded(tmp_path, "invariance")
+    assert rec["foreclosed"] and not rec["train"] and rec["read_at"] == {rec["gates"][0]["row"]: [1500, 3000]}
+    assert all(not read_curve(tmp_path, PaperRow("invariance", s))["seeds"] for s in slugs[2:])      # none trained
+    assert progress(tmp_path, "curves-invariance-seeds").endswith("settled before the other rows' curves: not trained")
+    assert main(["--stage", "reproduce-invariance", "--root", str(tmp_path), "--budget", "2m"]) == 0
+    led = read_ledger(tmp_path / LEDGER)["stages"]
+    assert led["curves-invariance-seeds"]["status"] == led["reproduce-invariance"]["status"] == "ok"
+    assert not (tmp_path / "reports").exists()                                   # nothing trained, no report begun
