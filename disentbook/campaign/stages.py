@@ -4,7 +4,7 @@
 
 # %% ../../nbs/89f_campaign_stages.ipynb #fa9d74d3
 from __future__ import annotations
-import argparse, datetime, json, signal, subprocess, sys, threading, time
+import argparse, datetime, json, shlex, signal, subprocess, sys, threading, time
 from pathlib import Path
 
 from .curves import default_workers, horizon, read_curve, train_curves, train_seeds
@@ -28,18 +28,19 @@ CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is 
 # the declared order: the stages done first (the zoo's beta-TCVAE, contrastive's curves and reproduction, refvae at the
 # paper's length, dipvae's curves and new seeds, the zoo's beta-VAE beta = 4); then what decides a paper's headline
 # finding soonest: vae's one headline row over five seeds (about 16 minutes a seed of 20,000 steps at the rate of
-# dipvae's beta-VAE row) and its reproduction, then tcwae's three rows (its GAN row about 65 minutes a seed of 20,000
+# dipvae's beta-VAE row) and its reproduction, then tcwae's claim (4) on Figure 6's sweep at the quick scale (27 runs
+# of 900 steps, no curves needed), tcwae's three rows (its GAN row about 65 minutes a seed of 20,000
 # steps) and its reproduction; the other zoo recipes; AnnealedVAE, whose capacity rises for 100,000 steps (its curves
 # are measured to at least twice that on five seeds, about 11 hours of the two cores, and a run's progress outlives a
 # campaign call only as the lengths it measured: a seed's checkpoint with its optimizer's state, 9.2 MB, is more than a
 # checkout carries once the committed files are counted, so a seed whose horizon lies beyond one call starts again
-# from its first step); invariance's,
+# from its first step, unless the machine keeps its work folder, `--keep-runs`); invariance's,
 # which under the spec's palette cannot decide its headline (notebook 71: every row loses the unseen yellow and
 # magenta backgrounds, three times the length does not lift the Baseline's, and no palette calibrated on the Baseline
 # alone exists); the zoo's models
 LAST = ("curves-invariance-seeds", "reproduce-invariance", "zoo-models")
 FIRST = ("zoo-beta_tcvae", "curves-contrastive-seeds", "reproduce-contrastive", "reproduce-refvae", "curves-dipvae-seeds",
-         "reproduce-dipvae", "zoo-beta_vae_b4", "curves-vae-seeds", "reproduce-vae", "curves-tcwae-seeds", "reproduce-tcwae")
+         "reproduce-dipvae", "zoo-beta_vae_b4", "curves-vae-seeds", "reproduce-vae", "reproduce-tcwae-figure6", "curves-tcwae-seeds", "reproduce-tcwae")
 LONG = ("zoo-annealed_vae",)
 ORDER = (*FIRST, *(f"zoo-{n}" for n in zoo.RECIPES if f"zoo-{n}" not in FIRST + LONG), *LONG, *LAST)
 
@@ -60,7 +61,7 @@ def stages() -> dict:
             root, q, clock, say, settled=lambda: futility.foreclosed(root, q, say) is not None))(p))
     for name, r in reproductions.all_reproductions().items():
         opts = {**r.sensitive(), **r.options, **({"runner": r.runner} if r.runner else {})}    # the sensitivity's first
-        how = "".join(f" -o {k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in opts.items())
+        how = "".join(f" -o {shlex.quote(f'{k}={v if isinstance(v, str) else json.dumps(v)}')}" for k, v in opts.items())
         what = f"disentbook reproduce {r.paper} --scale {r.scale}{how} into reports/{r.folder('.').name}: {r.why}"
         if r.needs_curves and r.device == "cpu":
             what += "; first the headline claim's gates read on the curve seeds (it trains only if every row clears them)"

@@ -336,7 +336,7 @@ def tcwae_figures(ctx) -> dict:
 TCWAE = Paper(
     name="tcwae", title="TCWAE (Gaujac et al.)", scales=TCWAE_SCALES, tables=TABLES, data=load_tcwae_data,
     evaluate=evaluate_tcwae, claims=tcwae_claims, figures=(tcwae_figures,), learned=GATES,
-    options=dict(sweep=None, data="dsprites", smallnorb_root=None, chairs_root=None, celeba_root=None), sensitivity=("data",),
+    options=dict(sweep=None, data="dsprites", smallnorb_root=None, chairs_root=None, celeba_root=None), sensitivity=("data", "sweep"),
     notes=lambda ctx: [
         "Adam lr 4e-4, betas (0.9, 0.999), eps 8e-4; discriminators " + str(ctx.cfg.get("objective")) + ", betas (0.5, 0.9). "
         "Rec: natural log of the mean per-image summed cross-entropy of the reconstruction from the encoder mean (our "
