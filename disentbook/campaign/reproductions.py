@@ -33,6 +33,7 @@ class Reproduction:
     why: str = ""
     device: str = "cpu"
     runner: str | None = None       # `reproduce`'s runner (None: its default for the scale and device)
+    figure_copies: bool = True      # carry a float16 copy of each row's first seed (`figure_copies`) for the figures
     def sensitive(self) -> dict:
         "The options of a sensitivity it trains (`repro.summary.sensitive_options`)."
         from disentbook.repro.summary import sensitive_options
@@ -69,7 +70,8 @@ REPRODUCTIONS = {
     # claim (4, Figure 6d) reads Figure 6's sweep alone and asks its rows only to reconstruct; the quick scale's 900 steps
     # are about the 1,000 that the WAE's and TCWAE-MWS's curves over five seeds chose
     "reproduce-tcwae-figure6": Reproduction("tcwae", scale="quick", options={**cpu_options("tcwae"), "sweep": "Figure 6"},
-                                            runner="processes", why="claim (4, Figure 6d), the codes' MMD to the prior: Figure 6's "
+                                            runner="processes", figure_copies=False,   # a sweep: figures from its numbers
+                                            why="claim (4, Figure 6d), the codes' MMD to the prior: Figure 6's "
                                             "sweep (β = γ = λ ∈ {1, 10, 100} for the WAE and both TCWAEs) at the quick scale, three seeds"),
     "reproduce-invariance": Reproduction("invariance", needs_curves=True, runner="processes", options=cpu_options("invariance"),
                                          why=_NEW_SEEDS),
@@ -319,7 +321,7 @@ def figure_copies(root, name: str, reproductions: dict | None = None, say=print)
 def carried_files(root, name: str, reproductions: dict | None = None) -> tuple[list[Path], list[Path]]:
     """(small files of the finished runs, with the copies of weights the report's figures read (`figure_copies`, written
     here if new), the unfinished runs' checkpoint folders) a checkout needs to go on."""
-    figure_copies(root, name, reproductions)
+    if declared(name, reproductions).figure_copies: figure_copies(root, name, reproductions)
     done, live = runs_of(root, name, reproductions)
     small = [p for d in done for p in sorted(d.rglob("*")) if p.is_file() and "checkpoint" not in p.parts]
     return small, [d / "train" / "checkpoint" for d in live]
