@@ -28,8 +28,8 @@ CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is 
 # the declared order: the stages done first (the zoo's beta-TCVAE, contrastive's curves and reproduction, refvae at the
 # paper's length, dipvae's curves and new seeds, the zoo's beta-VAE beta = 4); then what decides a paper's headline
 # finding soonest: vae's one headline row over five seeds (about 16 minutes a seed of 20,000 steps at the rate of
-# dipvae's beta-VAE row) and its reproduction, then tcwae's claim (4) on Figure 6's sweep at the quick scale (27 runs
-# of 900 steps, no curves needed), tcwae's three rows (its GAN row about 65 minutes a seed of 20,000
+# dipvae's beta-VAE row) and its reproduction, then tcwae's claim (4) on Figure 6's sweep at the quick scale (36 runs
+# of 900 steps: Table 1a's 9 and Figure 6's 27; no curves needed), tcwae's three rows (its GAN row about 65 minutes a seed of 20,000
 # steps) and its reproduction; the other zoo recipes; AnnealedVAE, whose capacity rises for 100,000 steps (its curves
 # are measured to at least twice that on five seeds, about 11 hours of the two cores, and a run's progress outlives a
 # campaign call only as the lengths it measured: a seed's checkpoint with its optimizer's state, 9.2 MB, is more than a
