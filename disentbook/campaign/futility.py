@@ -160,12 +160,10 @@ def foreclosed(root, paper_name: str, say=print, references: dict | None = None)
         for g in {r["gate"] for r in read[0]}:
             at = [next((r for r in rs if r["gate"] == g), None) for rs in read]
             if any(r is None or r["clears"] for r in at): continue
-            r0 = at[0]
-            why = (f"on the mean of curve seeds {', '.join(map(str, seeds))}, {r0['row']}: {r0['gate']} falls short at "
+            why = (f"on the mean of curve seeds {', '.join(map(str, seeds))}, {short_text(at[:1])}, and short of it at "
                    f"every length it can be read at (the stage's length is at least {least:,}, the longest its finished "
-                   f"rows chose): seed mean {r0['metric']} " + ", ".join(f"{r['value']:.4g} at {n:,}" for r, n in zip(at, Ls))
-                   + f" steps, against {r0['ref']} {r0['reference']:.4g}"
-                   + (f" {'+' if r0['op'] == '>' else '−'} {r0['margin']:g}" if r0['margin'] else "") + f" (n = {r0['n']})")
+                   f"rows chose): seed mean {at[0]['metric']} " + ", ".join(f"{r['value']:.4g} at {n:,}" for r, n in zip(at, Ls))
+                   + " steps")
             rec = dict(paper=paper_name, claim=claim.text, steps=int(least), seeds=list(seeds), read_at={row_label(subj): Ls},
                        rule=FORECLOSE_RULE, settings=f"the {SETTINGS_SCALE} scale's evaluation, as the curves measured",
                        gates=[dict(r, steps=n) for r, n in zip(at, Ls)], train=False, foreclosed=True, why=why)
