@@ -269,12 +269,18 @@ def _along_round(root, subj: Subject, todo, lengths, clock: Clock, say, workers:
 def train_curves(root, subj: Subject, clock: Clock, say=print, workers: int = 1) -> bool:
     """The subject's curves over its curve seeds, each to the current `horizon` and measured at every grid length on the
     way (`workers` seeds at once, `along_seeds`), until the rule says they are done (the choice is then written into the
-    record). False when the budget ran out first; resumes where any earlier call stopped."""
+    record). A record that chose under another rule (one the subject reads again under its own, `Subject.same_identity`)
+    keeps that choice, and the measurement of the weights trained again for it, in `former_choices`, and takes the
+    subject's rule. False when the budget ran out first; resumes where any earlier call stopped."""
     while (H := horizon(read_curve(root, subj), subj)) is not None:
         if not subj.along(root, subj.curve_seeds, [L for L in subj.grid if L <= H], clock, say, workers): return False
     curve = read_curve(root, subj)
     ch = choose_length(seed_values(curve, subj.curve_seeds, subj.key, subj.sign), subj.rule, subj.key)
-    if curve.get("choice", {}).get("steps") != ch.steps:
+    old = curve.get("choice", {})
+    if old.get("steps") != ch.steps or old.get("record", {}).get("rule", ch.record["rule"]) != ch.record["rule"]:
+        if old and old.get("record", {}).get("rule") != ch.record["rule"]:          # chosen under another rule: history
+            curve.setdefault("former_choices", []).append(dict(old, **({"again": curve.pop("again")} if "again" in curve else {})))
+        if "rule" in curve: curve["rule"] = subj.rule.as_dict()
         curve["choice"] = dict(steps=ch.steps, why=ch.why, rising=ch.rising, record=ch.record)
         write_json_atomic(subj.curve_file(root), curve); write_curve_figure(root, subj)
         say(f"{subj.name}: length {ch.steps:,} steps ({ch.why})")

@@ -26,7 +26,8 @@ TRACKED_AIM = 40_000_000      # bytes of committed files in all, carried checkpo
 CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is trained again rather than carried
 
 # the declared order: the stages done first (the zoo's beta-TCVAE, contrastive's curves and reproduction, refvae at the
-# paper's length, dipvae's curves and new seeds, the zoo's beta-VAE beta = 4); then what decides a paper's headline
+# paper's length, dipvae's curves and new seeds, the zoo's beta-VAE beta = 4, read again over five seeds where its
+# curves chose under three, `zoo.REREAD_RECIPES`: its seeds 3 and 4 train on from here); then what decides a paper's headline
 # finding soonest: vae's one headline row over five seeds (about 16 minutes a seed of 20,000 steps at the rate of
 # dipvae's beta-VAE row) and its reproduction, then tcwae's claim (4) on Figure 6's sweep at the quick scale (36 runs
 # of 900 steps: Table 1a's 9 and Figure 6's 27; no curves needed), tcwae's three rows (its GAN row about 65 minutes a seed of 20,000
@@ -133,7 +134,9 @@ def progress(root, stage: str) -> str:
         at = "/".join(f"{max(r['steps'] for r in rows) / 1000:g}k" for s, rows in sorted(c["seeds"].items()) if rows)
         ch = c.get("choice")
         out.append((f"{subj.slug} " if len(subs) > 1 else "") + (f"seeds measured to {at}" if at else "nothing measured")
-                   + (f", length {ch['steps']:,}" if ch else "") + (f" (checkpoints here: {', '.join(ahead)})" if ahead else ""))
+                   + (f", length {ch['steps']:,}" if ch else "")
+                   + (" (chosen under another rule: read again)" if ch and ch.get("record", {}).get("rule", subj.rule.as_dict()) != subj.rule.as_dict() else "")
+                   + (f" (checkpoints here: {', '.join(ahead)})" if ahead else ""))
     if stage.startswith("curves-") and (rec := futility.recorded(root, stage[len("curves-"):-len("-seeds")])) and rec.get("foreclosed"):
         out.append("settled before the other rows' curves: not trained")
     return "; ".join(out) or ("no run yet" if subs else "")
