@@ -17,7 +17,7 @@ from ..repro.runs import trained_precisions
 
 # %% auto #0
 __all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'ORDER', 'stages', 'on_gpu',
-           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'not_ready', 'run_next',
+           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'reopened', 'not_ready', 'run_next',
            'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
@@ -100,7 +100,8 @@ def _ship(root, names, dest: Path, clock: Clock, say):
 
 def _models_stage(root, clock: Clock, say) -> str:
     led = read_ledger(Path(root) / LEDGER)["stages"]
-    done = [n for n in zoo.RECIPES if "ok" in (led.get(f"zoo-{n}", {}).get("status"), led.get(f"gpu-zoo-{n}", {}).get("status"))]
+    done = [n for n in zoo.RECIPES if led.get(f"gpu-zoo-{n}", {}).get("status") == "ok"
+            or (led.get(f"zoo-{n}", {}).get("status") == "ok" and not reopened(root, f"zoo-{n}"))]
     _ship(root, done, shipped_dir(root), clock, say)
     return "ok" if len(done) == len(zoo.RECIPES) else "partial"
 
@@ -179,6 +180,13 @@ def bound_precision(root, stage: str) -> str | None:
     ps = {s.precision(root) for s in subjects(stage)} - {None}
     return "bf16" if "bf16" in ps else (ps.pop() if ps else None)
 
+def reopened(root, stage: str) -> bool:
+    """Whether a CPU zoo stage that its ledger record calls done has curves that, read under its recipe's rule now, are
+    not (a recipe read again over five seeds, `zoo.REREAD_RECIPES`): `--next` runs it again, from the rows it has."""
+    if not stage.startswith("zoo-") or stage == "zoo-models" or stage[4:] not in zoo.RECIPES: return False
+    z = zoo.ZooRecipe(stage[4:])
+    return horizon(read_curve(root, z), z) is not None
+
 def not_ready(stage: str, root=".") -> str | None:
     """Why a stage cannot begin yet (a `cpu` reproduction whose length its curves have not chosen, unless its gates'
     reading is settled against training already, `futility.foreclosed`), or None."""
@@ -195,7 +203,7 @@ def run_next(root, clock: Clock, say=print) -> list[tuple[str, str]]:
     reach their horizon in it: the next stage takes the rest of the call)."""
     led, done = read_ledger(Path(root) / LEDGER)["stages"], []
     for s in stages():
-        if led.get(s, {}).get("status") == "ok" or on_gpu(s): continue       # GPU stages: --stage
+        if (led.get(s, {}).get("status") == "ok" and not reopened(root, s)) or on_gpu(s): continue   # GPU stages: --stage
         if why := not_ready(s, root):
             done.append((s, "waits")); say(f"stage {s}: waits ({why})"); continue
         st = run_stage(root, s, clock, say); done.append((s, st))
@@ -213,7 +221,7 @@ def carried_paths(root, budget: int = CARRY_BUDGET) -> tuple[list[Path], list[Pa
         for z in subjects(stage):
             f = z.curve_file(root)
             keep += [p for p in (f, f.with_suffix(".png")) if p.is_file()]
-            if led.get(stage, {}).get("status") == "ok": continue
+            if led.get(stage, {}).get("status") == "ok" and not reopened(root, stage): continue
             curve = read_curve(root, z); rows = curve["seeds"]
             going = horizon(curve, z) is not None       # the curve seeds may train on past their last measured length
             for seed in (*z.curve_seeds, *z.more_seeds):
@@ -322,6 +330,7 @@ def run(a, say=print) -> int:
         for s, (what, _) in stages().items():
             st = led.get(s, {}).get("status", "not started")
             if st == "running" and live is False: st = "partial"    # its call was killed before it could write the stage's end
+            if st == "ok" and reopened(root, s): st = "reopened"
             say(f"{s:26s} {st:12s} {progress(root, s):30s} {what}")
         return 0
     clock = Clock(parse_budget(a.budget), pause_file(root), say, keep_runs=a.keep_runs)
