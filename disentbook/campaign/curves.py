@@ -15,10 +15,10 @@ from .lengths import choose_length, complete_lengths, curve_done
 from .ledger import WORK, CampaignError, Clock, emulated, write_json_atomic
 
 # %% auto #0
-__all__ = ['LIVE', 'PAIR_GAIN', 'PROBE', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock', 'measure_along',
-           'add_row', 'default_workers', 'live_seeds', 'share_cores', 'exit_with_parent', 'seconds_per_step',
-           'seeds_at_once', 'along_seeds', 'train_curves', 'train_subjects', 'train_seeds', 'curve_figure',
-           'write_curve_figure']
+__all__ = ['LIVE', 'PAIR_GAIN', 'PROBE', 'PROBES', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock',
+           'measure_along', 'add_row', 'default_workers', 'live_seeds', 'share_cores', 'exit_with_parent',
+           'seconds_per_step', 'record_probe', 'probed_rate', 'seeds_at_once', 'along_seeds', 'train_curves',
+           'train_subjects', 'train_seeds', 'curve_figure', 'write_curve_figure']
 
 # %% ../../nbs/89c_campaign_curves.ipynb #94f60aa9
 class Subject:
@@ -119,6 +119,7 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
             step_s = (active_time() - t0) / (p - at)
             eval_s = (seconds_per_step(read_curve(root, subj)) or (None, 0.0))[1]     # measurements: as recorded anywhere
             clock.rates[subj.name], probe = (step_s, eval_s), False
+            record_probe(root, subj, step_s, eval_s)
             say(f"{subj.name} seed {seed}: {step_s:.3g} s a step on this machine ({p - at} steps timed)")
         if step_s is not None:
             todo = [g for g in lengths if g >= L]
@@ -214,14 +215,40 @@ def seconds_per_step(curve: dict, cores: int | None = None, here: bool = False) 
         return r["train_seconds"] / r["steps"] * (PAIR_GAIN / n if n > 1 else 1.0)
     return float(np.median([alone(r) for r in last])), float(np.median([r.get("seconds_eval") or 0.0 for r in last]))
 
+PROBES = "probes.json"      # in the work folder: each subject's latest probe on this machine (a call's planning reads it)
+
+def record_probe(root, subj: Subject, step_s: float, eval_s: float) -> None:
+    "Keep a probe's rate (`measure_along`) in the work folder, with the CPU, its bf16 and the threads it timed."
+    import torch
+    from disentbook.core import cpu_name
+    f = Path(root) / WORK / PROBES
+    with record_lock(root):
+        try: d = json.loads(f.read_text())
+        except (OSError, ValueError): d = {}
+        d[subj.name] = dict(machine=cpu_name(), bf16_emulated=bool(emulated("bf16")), threads=torch.get_num_threads(),
+                            step_s=float(step_s), eval_s=float(eval_s or 0.0))
+        write_json_atomic(f, d)
+
+def probed_rate(root, subj: Subject, cores: int | None = None) -> tuple[float, float] | None:
+    """(seconds per step of one seed alone on every core, seconds per measurement) from this machine's probe of the subject
+    (`record_probe`; converted from the threads it timed, as `seconds_per_step`), or None: no probe, or one of another CPU."""
+    from disentbook.core import cpu_name
+    try: p = json.loads((Path(root) / WORK / PROBES).read_text())[subj.name]
+    except (OSError, ValueError, KeyError): return None
+    if p.get("machine") != cpu_name() or bool(p.get("bf16_emulated")) != bool(emulated("bf16")): return None
+    n = max(1, (cores or os.cpu_count() or 1) // max(1, int(p.get("threads") or 1)))
+    return p["step_s"] * (PAIR_GAIN / n if n > 1 else 1.0), p["eval_s"]
+
 def seeds_at_once(root, subj: Subject, todo, lengths, clock: Clock, workers: int) -> int:
     """How many of the seeds `todo` train at once: `workers`, unless that many at once would not bring the first of them
     through `lengths` within the budget left while one alone would. A run's progress outlives a call only as the lengths
     it measured (a checkout carries no checkpoint of the dSprites zoo's size), so a seed the budget cuts short is trained
     again from its first step by the next call (on a machine that keeps the work folder, `clock.keep_runs`, it goes on).
-    Rates from the subject's record (`seconds_per_step`); none: `workers`."""
+    Rates: the subject's record's on this CPU, else this machine's probe (`probed_rate`), else its record's on any CPU
+    (`seconds_per_step`); none: `workers`."""
     w = max(1, min(int(workers), len(todo)))
-    rate = seconds_per_step(read_curve(root, subj)) if w > 1 else None
+    c = read_curve(root, subj) if w > 1 else None
+    rate = (seconds_per_step(c, here=True) or probed_rate(root, subj) or seconds_per_step(c)) if w > 1 else None
     if rate is None: return w
     step_s, eval_s = rate
     need = max(max(lengths) - min(subj.step_of(root, s), max(lengths)) for s in todo[:w])
@@ -233,7 +260,8 @@ def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, wo
     > 1) that many fresh child processes at once, each on its share of the cores (they say their progress on standard
     output). False when the budget ran out for one of them (the others stop at their own next check) or one stopped where
     it would not arrive in time (`measure_along`); after a round that finished some seeds and not others, the rest are
-    planned again (`seeds_at_once`)."""
+    planned again (`seeds_at_once`), and so are seeds that all stopped in a round of several processes when the rate
+    their probes measured (`probed_rate`) now plans fewer at once."""
     def lacking():
         have = read_curve(root, subj)["seeds"]
         return [s for s in seeds if any(not any(r["steps"] == L for r in have.get(str(s), [])) for L in lengths)]
@@ -243,15 +271,16 @@ def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, wo
         if not measure_along(root, subj, todo[0], sorted(lengths)[:1], clock, say): return False
         todo = lacking()
     while True:              # again after a round that finished some seeds and not others: the rest re-planned
-        if _along_round(root, subj, todo, lengths, clock, say, workers): return True
+        w = seeds_at_once(root, subj, todo, lengths, clock, workers)
+        if _along_round(root, subj, todo, lengths, clock, say, workers, w): return True
         left = lacking()
         if not left: return True
-        if len(left) == len(todo) or not clock.fits(): return False
+        if not clock.fits(): return False
+        if len(left) == len(todo) and not (w > 1 and seeds_at_once(root, subj, left, lengths, clock, workers) < w): return False
         todo = left
 
-def _along_round(root, subj: Subject, todo, lengths, clock: Clock, say, workers: int) -> bool:
-    "`along_seeds`'s seeds `todo`, one at a time or `seeds_at_once` of them at once; False when one of them stopped short."
-    w = seeds_at_once(root, subj, todo, lengths, clock, workers)
+def _along_round(root, subj: Subject, todo, lengths, clock: Clock, say, workers: int, w: int) -> bool:
+    "`along_seeds`'s seeds `todo`, one at a time or `w` (`seeds_at_once`) of them at once; False when one of them stopped short."
     if w < min(int(workers), len(todo)):
         say(f"{subj.name}: seeds one at a time on every core (two at once would not reach {max(lengths):,} steps "
             f"within the budget left, one alone would)")
