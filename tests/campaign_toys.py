@@ -45,11 +45,13 @@ def run_slow(root):
 
 
 class TimedToy(FileToy):
-    "A FileToy whose rows record their training seconds (`seconds` of them per step) and the threads it had."
+    """A FileToy whose rows record their training seconds (`seconds` of them per step), the threads it had and this CPU
+    (so that the planning reads the rows' rate, not the one its first seed's probe timed)."""
     name, timed, seconds = "timedtoy", True, 0.01
     def curve_file(self, root): return Path(root) / "timedtoy.json"
     def measure(self, root, seed, steps):
-        return dict(super().measure(root, seed, steps), train_seconds=self.seconds * steps, seconds_eval=1.0)
+        from disentbook.core import cpu_name
+        return dict(super().measure(root, seed, steps), train_seconds=self.seconds * steps, seconds_eval=1.0, machine=cpu_name())
 
 
 class SlowTimedToy(TimedToy):

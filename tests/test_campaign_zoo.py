@@ -192,14 +192,14 @@ def test_a_curve_seed_at_its_last_measured_length_is_carried_while_its_curves_go
     from disentbook.campaign.ledger import LEDGER, write_stage
     from disentbook.core import write_json
     from disentbook.training.checkpoints import write_checkpoint
-    z = Z.ZooRecipe("beta_vae_b4")
+    z = Z.ZooRecipe("factor_vae")
     curve = read_curve(tmp_path, z); curve["seeds"] = {"0": [dict(steps=2500, mig=0.1, precision="fp32")]}
     z.curve_file(tmp_path).parent.mkdir(parents=True); write_json(curve, z.curve_file(tmp_path))
     ck = write_checkpoint(z.run_dir(tmp_path, 0) / "checkpoint", b"w", dict(step=2500, train_seconds=S.CARRY_MIN_SECONDS + 1))
-    write_stage(tmp_path / LEDGER, "zoo-beta_vae_b4", dict(status="partial"))
+    write_stage(tmp_path / LEDGER, "zoo-factor_vae", dict(status="partial"))
     keep, left = S.carried_paths(tmp_path)
     assert ck / "config.json" in keep and not left
-    write_stage(tmp_path / LEDGER, "zoo-beta_vae_b4", dict(status="ok"))
+    write_stage(tmp_path / LEDGER, "zoo-factor_vae", dict(status="ok"))
     keep, _ = S.carried_paths(tmp_path)
     assert ck / "config.json" not in keep
 

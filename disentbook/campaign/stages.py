@@ -181,9 +181,9 @@ def bound_precision(root, stage: str) -> str | None:
     return "bf16" if "bf16" in ps else (ps.pop() if ps else None)
 
 def reopened(root, stage: str) -> bool:
-    """Whether a CPU zoo stage that its ledger record calls done has curves that, read under its recipe's rule now, are
-    not (a recipe read again over five seeds, `zoo.REREAD_RECIPES`): `--next` runs it again, from the rows it has."""
-    if not stage.startswith("zoo-") or stage == "zoo-models" or stage[4:] not in zoo.RECIPES: return False
+    """Whether a CPU zoo stage of a recipe read again over five seeds (`zoo.REREAD_RECIPES`), which its ledger record
+    calls done, has curves that, read under the five-seed rule, are not: `--next` runs it again, from the rows it has."""
+    if not stage.startswith("zoo-") or stage[4:] not in zoo.REREAD_RECIPES: return False
     z = zoo.ZooRecipe(stage[4:])
     return horizon(read_curve(root, z), z) is not None
 
