@@ -240,35 +240,43 @@ def probed_rate(root, subj: Subject, cores: int | None = None) -> tuple[float, f
     return p["step_s"] * (PAIR_GAIN / n if n > 1 else 1.0), p["eval_s"]
 
 def seeds_at_once(root, subj: Subject, todo, lengths, clock: Clock, workers: int) -> int:
-    """How many of the seeds `todo` train at once: `workers`, unless that many at once would not bring the first of them
-    through `lengths` within the budget left while one alone would. A run's progress outlives a call only as the lengths
-    it measured (a checkout carries no checkpoint of the dSprites zoo's size), so a seed the budget cuts short is trained
-    again from its first step by the next call (on a machine that keeps the work folder, `clock.keep_runs`, it goes on).
-    Rates: the subject's record's on this CPU, else this machine's probe (`probed_rate`), else its record's on any CPU
-    (`seconds_per_step`); none: `workers`."""
+    """How many of the seeds `todo` train at once: `workers`, unless that many at once (the furthest along) would not bring
+    each through `lengths` within the budget left while one alone (the furthest along) would, or would not either on a
+    machine that keeps the work folder (`clock.keep_runs`: one seed finished outlives a fresh machine, two cut short do
+    not). A run's progress outlives a call only as the lengths it measured (a checkout carries no checkpoint of the
+    dSprites zoo's size), so a seed the budget cuts short is trained again from its first step by the next call (on a
+    machine that keeps the work folder it goes on). Rates: the subject's record's on this CPU, else this machine's probe
+    (`probed_rate`), else its record's on any CPU (`seconds_per_step`); none: `workers`."""
     w = max(1, min(int(workers), len(todo)))
     c = read_curve(root, subj) if w > 1 else None
     rate = (seconds_per_step(c, here=True) or probed_rate(root, subj) or seconds_per_step(c)) if w > 1 else None
     if rate is None: return w
     step_s, eval_s = rate
-    need = max(max(lengths) - min(subj.step_of(root, s), max(lengths)) for s in todo[:w])
-    together, alone = need * step_s * w / PAIR_GAIN + eval_s * len(lengths), need * step_s + eval_s * len(lengths)
-    return 1 if not clock.fits(together) and clock.fits(alone) else w
+    left = sorted(max(lengths) - min(subj.step_of(root, s), max(lengths)) for s in todo)     # steps to go, fewest first
+    together, alone = left[w - 1] * step_s * w / PAIR_GAIN + eval_s * len(lengths), left[0] * step_s + eval_s * len(lengths)
+    if clock.fits(together): return w
+    return 1 if clock.fits(alone) or clock.keep_runs else w
 
 def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, workers: int = 1) -> bool:
     """`measure_along` for every seed of `seeds` whose rows lack a length of `lengths`: one after another, or (`workers`
     > 1) that many fresh child processes at once, each on its share of the cores (they say their progress on standard
     output). False when the budget ran out for one of them (the others stop at their own next check) or one stopped where
-    it would not arrive in time (`measure_along`); after a round that finished some seeds and not others, the rest are
-    planned again (`seeds_at_once`), and so are seeds that all stopped in a round of several processes when the rate
-    their probes measured (`probed_rate`) now plans fewer at once."""
+    it would not arrive in time (`measure_along`). With no rate of this machine yet (its CPU's rows in the record or a
+    probe), the seed furthest along first trains alone to its next length. After a round that finished some seeds and
+    not others, the rest are planned again (`seeds_at_once`), and so are seeds that all stopped in a round of several
+    processes when the rate their probes measured (`probed_rate`) now plans fewer at once."""
     def lacking():
         have = read_curve(root, subj)["seeds"]
         return [s for s in seeds if any(not any(r["steps"] == L for r in have.get(str(s), [])) for L in lengths)]
     todo = lacking()
-    if (subj.timed and int(workers) > 1 and len(todo) > 1 and seconds_per_step(read_curve(root, subj)) is None):
-        # no rate yet: the first seed alone to the first length measures it (a few minutes at most)
-        if not measure_along(root, subj, todo[0], sorted(lengths)[:1], clock, say): return False
+    c = read_curve(root, subj)
+    if (subj.timed and int(workers) > 1 and len(todo) > 1
+            and (seconds_per_step(c) is None or (seconds_per_step(c, here=True) is None and probed_rate(root, subj) is None))):
+        # no rate on this machine yet: the seed furthest along alone, here, to the next length it lacks (its first steps
+        # time the machine, `measure_along`), and the rest planned on that rate
+        s0 = max(todo, key=lambda s: subj.step_of(root, s))
+        have = {r["steps"] for r in c["seeds"].get(str(s0), [])}
+        if not measure_along(root, subj, s0, [L for L in sorted(lengths) if L not in have][:1], clock, say): return False
         todo = lacking()
     while True:              # again after a round that finished some seeds and not others: the rest re-planned
         w = seeds_at_once(root, subj, todo, lengths, clock, workers)
@@ -282,9 +290,10 @@ def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, wo
 def _along_round(root, subj: Subject, todo, lengths, clock: Clock, say, workers: int, w: int) -> bool:
     "`along_seeds`'s seeds `todo`, one at a time or `w` (`seeds_at_once`) of them at once; False when one of them stopped short."
     if w < min(int(workers), len(todo)):
-        say(f"{subj.name}: seeds one at a time on every core (two at once would not reach {max(lengths):,} steps "
-            f"within the budget left, one alone would)")
-    if w <= 1 or len(todo) <= 1: return all(measure_along(root, subj, s, lengths, clock, say) for s in todo)
+        say(f"{subj.name}: seeds one at a time on every core, the one furthest along first (two at once would not reach "
+            f"{max(lengths):,} steps within the budget left)")
+    if w <= 1 or len(todo) <= 1:                                     # the seed furthest along first
+        return all(measure_along(root, subj, s, lengths, clock, say) for s in sorted(todo, key=lambda s: -subj.step_of(root, s)))
     from disentbook.repro.processes import map_in_processes
     child = copy.copy(clock); child.say = print                   # picklable (the child says through `_say`)
     live = Path(root) / LIVE                                        # the seeds not done yet: each child removes its own
