@@ -58,3 +58,10 @@ class SlowTimedToy(TimedToy):
     "A TimedToy whose rows say 0.5 s a step."
     name, seconds = "slowtimedtoy", 0.5
     def curve_file(self, root): return Path(root) / "slowtimedtoy.json"
+
+
+class ElsewhereTimedToy(TimedToy):
+    "A TimedToy whose rows say they were measured on another CPU (the rates of another machine)."
+    name = "elsewheretimedtoy"
+    def curve_file(self, root): return Path(root) / "elsewheretimedtoy.json"
+    def measure(self, root, seed, steps): return dict(super().measure(root, seed, steps), machine="another CPU")

@@ -156,6 +156,35 @@ def _timed_subject(tmp_path):
         assert all(r["pid"] == os.getpid() for rr in read_curve(slow, SlowTimedToy())["seeds"].values() for r in rr)
 
 
+def test_with_rates_of_another_cpu_only_the_seed_furthest_along_times_this_machine_first(tmp_path):
+    """A record whose rows were measured on another CPU does not plan this machine: the seed furthest along trains alone,
+    in this process, to the next length it lacks (its first steps timing the machine, kept in the work folder as a
+    probe); the other seeds are then planned on that rate (here: two at once, in child processes)."""
+    import json, os, torch
+    from campaign_toys import ElsewhereTimedToy
+    from disentbook.campaign.curves import PROBES, along_seeds, probed_rate, read_curve
+    from disentbook.campaign.ledger import WORK, Clock
+    from disentbook.core import write_json
+    t = ElsewhereTimedToy()
+    rec = read_curve(tmp_path, t)
+    rec["seeds"] = {str(s): [dict(steps=1000, score=0.05, train_seconds=10.0, threads=1, seconds_eval=1.0, machine="another CPU")]
+                    for s in (0, 1, 2)}
+    write_json(rec, t.curve_file(tmp_path))
+    for s, at in ((0, 1000), (1, 1000), (2, 1500)): t._f(tmp_path, s).write_text(str(at))     # seed 2 furthest along
+    assert probed_rate(tmp_path, t) is None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)
+    said = []
+    try: assert along_seeds(tmp_path, t, (0, 1, 2), [1000, 2000, 3000, 4000], Clock(3600), said.append, workers=2)
+    finally: torch.set_num_threads(threads)
+    rows = read_curve(tmp_path, t)["seeds"]
+    first = next(r for r in rows["2"] if r["steps"] == 2000)
+    assert first["pid"] == os.getpid()                                            # alone, here, to its next length
+    assert any(x.startswith(f"{t.name} seed 2: ") and "s a step on this machine (200 steps timed)" in x for x in said), said
+    assert all(r["pid"] != os.getpid() for s in ("0", "1") for r in rows[s] if r["steps"] > 1000)   # the rest at once
+    assert t.name in json.loads((tmp_path / WORK / PROBES).read_text()) and probed_rate(tmp_path, t) is not None
+
+
 def test_curve_seeds_in_processes_write_every_row_and_choose_as_one_at_a_time(tmp_path):
     """`workers=2`: the curve seeds train in two child processes at once, each on its share of the cores, and the record
     gets every row (its writes serialised by a lock), the same rows and choice as seeds trained one after another; a
