@@ -253,8 +253,13 @@ def test_dsprites_card_carries_its_learning_curve(name):
         from disentbook.campaign import zoo
         from disentbook.campaign.curves import seed_values
         from disentbook.campaign.lengths import curve_done
+        from disentbook.campaign.lengths import LengthRule
         z, rec = zoo.ZooRecipe(name), json.loads((ROOT / c["figures"]["curve_record"]).read_text())
-        done, ch = curve_done(seed_values(rec, z.curve_seeds, z.key, z.sign), z.grid, z.rule, z.key)
+        # under the rule and seeds the card says chose it (a recipe read again over five seeds ships its three-seed
+        # choice until the five-seed rule chooses)
+        rule, seeds = LengthRule(**c["length_record"]["rule"]), tuple(c["length_record"]["seeds"])
+        assert rule == z.rule or name in zoo.REREAD_RECIPES
+        done, ch = curve_done(seed_values(rec, seeds, z.key, z.sign), z.grid, rule, z.key)
         assert done and (ch.steps, ch.why) == (c["train"]["steps"], c["length"]) and ch.record == c["length_record"]
         seed, sel = zoo.shipped_seed(rec)
         assert seed == c["train"]["seed"] and sorted(sel["seeds"]) == [0, 1, 2, 3, 4]
