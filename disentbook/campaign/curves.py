@@ -17,8 +17,8 @@ from .ledger import WORK, CampaignError, Clock, emulated, write_json_atomic
 # %% auto #0
 __all__ = ['LIVE', 'PAIR_GAIN', 'PROBE', 'PROBES', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock',
            'measure_along', 'add_row', 'default_workers', 'live_seeds', 'share_cores', 'exit_with_parent',
-           'seconds_per_step', 'record_probe', 'probed_rate', 'seeds_at_once', 'along_seeds', 'train_curves',
-           'train_subjects', 'train_seeds', 'curve_figure', 'write_curve_figure']
+           'seconds_per_step', 'alone_rate', 'record_probe', 'probed_rate', 'seeds_at_once', 'along_seeds',
+           'train_curves', 'train_subjects', 'train_seeds', 'curve_figure', 'write_curve_figure']
 
 # %% ../../nbs/89c_campaign_curves.ipynb #94f60aa9
 class Subject:
@@ -210,10 +210,13 @@ def seconds_per_step(curve: dict, cores: int | None = None, here: bool = False) 
     last = [max(rs, key=lambda r: r["steps"]) for rs in rows if rs]
     last = [r for r in last if r.get("train_seconds") and r.get("steps") and math.isfinite(r["train_seconds"])]
     if not last: return None
-    def alone(r):
-        n = max(1, cores // max(1, int(r.get("threads") or cores)))       # seed processes at once when it trained
-        return r["train_seconds"] / r["steps"] * (PAIR_GAIN / n if n > 1 else 1.0)
-    return float(np.median([alone(r) for r in last])), float(np.median([r.get("seconds_eval") or 0.0 for r in last]))
+    return (float(np.median([alone_rate(r["train_seconds"] / r["steps"], int(r.get("threads") or cores), cores) for r in last])),
+            float(np.median([r.get("seconds_eval") or 0.0 for r in last])))
+
+def alone_rate(step_s: float, threads: int, cores: int) -> float:
+    "Seconds a step of one seed alone on all `cores`, from `step_s` timed on `threads` of them (the others' seeds beside it)."
+    n = max(1, cores // max(1, threads))                                 # seed processes at once when it was timed
+    return step_s * (PAIR_GAIN / n if n > 1 else 1.0)
 
 PROBES = "probes.json"      # in the work folder: each subject's latest probe on this machine (a call's planning reads it)
 
@@ -236,8 +239,7 @@ def probed_rate(root, subj: Subject, cores: int | None = None) -> tuple[float, f
     try: p = json.loads((Path(root) / WORK / PROBES).read_text())[subj.name]
     except (OSError, ValueError, KeyError): return None
     if p.get("machine") != cpu_name() or bool(p.get("bf16_emulated")) != bool(emulated("bf16")): return None
-    n = max(1, (cores or os.cpu_count() or 1) // max(1, int(p.get("threads") or 1)))
-    return p["step_s"] * (PAIR_GAIN / n if n > 1 else 1.0), p["eval_s"]
+    return alone_rate(p["step_s"], int(p.get("threads") or 1), cores or os.cpu_count() or 1), p["eval_s"]
 
 def seeds_at_once(root, subj: Subject, todo, lengths, clock: Clock, workers: int) -> int:
     """How many of the seeds `todo` train at once: `workers`, unless that many at once (the furthest along) would not bring
@@ -270,8 +272,7 @@ def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, wo
         return [s for s in seeds if any(not any(r["steps"] == L for r in have.get(str(s), [])) for L in lengths)]
     todo = lacking()
     c = read_curve(root, subj)
-    if (subj.timed and int(workers) > 1 and len(todo) > 1
-            and (seconds_per_step(c) is None or (seconds_per_step(c, here=True) is None and probed_rate(root, subj) is None))):
+    if subj.timed and int(workers) > 1 and len(todo) > 1 and seconds_per_step(c, here=True) is None and probed_rate(root, subj) is None:
         # no rate on this machine yet: the seed furthest along alone, here, to the next length it lacks (its first steps
         # time the machine, `measure_along`), and the rest planned on that rate
         s0 = max(todo, key=lambda s: subj.step_of(root, s))
@@ -315,8 +316,9 @@ def train_curves(root, subj: Subject, clock: Clock, say=print, workers: int = 1)
     curve = read_curve(root, subj)
     ch = choose_length(seed_values(curve, subj.curve_seeds, subj.key, subj.sign), subj.rule, subj.key)
     old = curve.get("choice", {})
-    if old.get("steps") != ch.steps or old.get("record", {}).get("rule", ch.record["rule"]) != ch.record["rule"]:
-        if old and old.get("record", {}).get("rule") != ch.record["rule"]:          # chosen under another rule: history
+    other_rule = "record" in old and old["record"].get("rule") != ch.record["rule"]
+    if old.get("steps") != ch.steps or other_rule:
+        if other_rule:                                                   # chosen under another rule: kept as history
             curve.setdefault("former_choices", []).append(dict(old, **({"again": curve.pop("again")} if "again" in curve else {})))
         if "rule" in curve: curve["rule"] = subj.rule.as_dict()
         curve["choice"] = dict(steps=ch.steps, why=ch.why, rising=ch.rising, record=ch.record)
