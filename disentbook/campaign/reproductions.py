@@ -34,6 +34,7 @@ class Reproduction:
     device: str = "cpu"
     runner: str | None = None       # `reproduce`'s runner (None: its default for the scale and device)
     figure_copies: bool = True      # carry a float16 copy of each row's first seed (`figure_copies`) for the figures
+    seed: int = 0                   # where its seeds start beyond the scale's first seed (`reproduce`'s `--seed`)
     def sensitive(self) -> dict:
         "The options of a sensitivity it trains (`repro.summary.sensitive_options`)."
         from disentbook.repro.summary import sensitive_options
@@ -48,7 +49,7 @@ class Reproduction:
         return scale_config(PAPERS[self.paper], self.scale, dict(self.options))
     def seeds(self) -> list[int]:
         from disentbook.repro.declare import scale_seeds
-        return scale_seeds(self.config(), 0)
+        return scale_seeds(self.config(), self.seed)
 
 def cpu_options(paper: str, precision: str = CPU_PRECISION) -> dict:
     """A `cpu` reproduction's options: its precision ('auto': the one its curves over seeds trained in, `stage_options`)
@@ -68,11 +69,15 @@ REPRODUCTIONS = {
                                               "curves over seeds chose"),
     "reproduce-tcwae": Reproduction("tcwae", needs_curves=True, runner="processes", options=cpu_options("tcwae"), why=_NEW_SEEDS),
     # claim (4, Figure 6d) reads Figure 6's sweep alone and asks its rows only to reconstruct; the quick scale's 900 steps
-    # are about the 1,000 that the WAE's and TCWAE-MWS's curves over five seeds chose
-    "reproduce-tcwae-figure6": Reproduction("tcwae", scale="quick", options={**cpu_options("tcwae"), "sweep": "Figure 6"},
-                                            runner="processes", figure_copies=False,   # a sweep: figures from its numbers
-                                            why="claim (4, Figure 6d), the codes' MMD to the prior: Figure 6's "
-                                            "sweep (β = γ = λ ∈ {1, 10, 100} for the WAE and both TCWAEs) at the quick scale, three seeds"),
+    # are about the 1,000 that the WAE's and TCWAE-MWS's curves over five seeds chose. Its report of seeds 0-2 was
+    # inconclusive (3 of 6 parts held where 4 are needed): five seeds none has trained judge it again, the same test
+    # and settings declared before they train; the three seeds stay in the folder as history, not pooled
+    "reproduce-tcwae-figure6-fresh": Reproduction(
+        "tcwae", scale="quick", options={**cpu_options("tcwae"), "sweep": "Figure 6", "seeds": 5}, seed=3, runner="processes",
+        figure_copies=False,   # a sweep: figures from its numbers
+        why="claim (4, Figure 6d), the codes' MMD to the prior: Figure 6's sweep (β = γ = λ ∈ {1, 10, 100} for the WAE and "
+            "both TCWAEs) at the quick scale on five seeds none has trained (3-7; the report of seeds 0-2, inconclusive, "
+            "stays as history)"),
     "reproduce-invariance": Reproduction("invariance", needs_curves=True, runner="processes", options=cpu_options("invariance"),
                                          why=_NEW_SEEDS),
     "reproduce-vae": Reproduction("vae", needs_curves=True, runner="processes", options=cpu_options("vae"),
@@ -241,7 +246,7 @@ def stage_reproduce(root, name: str, clock: Clock, say=print, reproductions: dic
     if r.device == "cpu": torch.set_num_threads(THREADS)
     try:
         with deadline(left):
-            reproduce(PAPERS[r.paper], scale=r.scale, out_dir=out, device=r.device, resume=True, runner=r.runner,
+            reproduce(PAPERS[r.paper], scale=r.scale, out_dir=out, device=r.device, seed=r.seed, resume=True, runner=r.runner,
                       deadline=time.time() + left if r.device == "cpu" else None, **stage_options(r, lengths_file))
     except OutOfBudget:
         say(f"{name}: the budget ran out; the next call goes on from the runs' checkpoints")

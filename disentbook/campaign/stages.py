@@ -41,7 +41,7 @@ CARRY_MIN_SECONDS = 300.0     # a checkpoint holding less training than this is 
 # alone exists); the zoo's models
 LAST = ("curves-invariance-seeds", "reproduce-invariance", "zoo-models")
 FIRST = ("zoo-beta_tcvae", "curves-contrastive-seeds", "reproduce-contrastive", "reproduce-refvae", "curves-dipvae-seeds",
-         "reproduce-dipvae", "zoo-beta_vae_b4", "curves-vae-seeds", "reproduce-vae", "reproduce-tcwae-figure6", "curves-tcwae-seeds", "reproduce-tcwae")
+         "reproduce-dipvae", "zoo-beta_vae_b4", "curves-vae-seeds", "reproduce-vae", "reproduce-tcwae-figure6-fresh", "curves-tcwae-seeds", "reproduce-tcwae")
 LONG = ("zoo-annealed_vae",)
 ORDER = (*FIRST, *(f"zoo-{n}" for n in zoo.RECIPES if f"zoo-{n}" not in FIRST + LONG), *LONG, *LAST)
 
@@ -63,6 +63,7 @@ def stages() -> dict:
     for name, r in reproductions.all_reproductions().items():
         opts = {**r.sensitive(), **r.options, **({"runner": r.runner} if r.runner else {})}    # the sensitivity's first
         how = "".join(f" -o {shlex.quote(f'{k}={v if isinstance(v, str) else json.dumps(v)}')}" for k, v in opts.items())
+        how += f" --seed {r.seed}" if r.seed else ""
         what = f"disentbook reproduce {r.paper} --scale {r.scale}{how} into reports/{r.folder('.').name}: {r.why}"
         if r.needs_curves and r.device == "cpu":
             what += "; first the headline claim's gates read on the curve seeds (it trains only if every row clears them)"

@@ -137,7 +137,8 @@ def scale_config(paper: Paper, scale: str, options: dict | None = None) -> dict:
     learning curves (`CURVE`) becomes the one they chose (`curve_lengths`), a one-line error while none is measured;
     a run logs at most `HISTORY_ROWS` history rows (`train.log_every` raised to fit a long length).
     `options`: the reproduction's options, which the paper's `configure` reads (a sensitivity's recipe); a scale that
-    declares its own `length` (dict(steps, planned, why): e.g. the paper's stated length) keeps it at `gpu`."""
+    declares its own `length` (dict(steps, planned, why): e.g. the paper's stated length) keeps it at `gpu`; `seeds` among
+    them (a whole number) trains that many seeds of every row instead of the scale's count."""
     if scale not in paper.scales:
         raise InputError(f"scale must be one of {', '.join(s for s in SCALE_ORDER if s in paper.scales)}, got {scale!r}")
     cfg = json.loads(json.dumps(paper.scales[scale]))
@@ -158,6 +159,10 @@ def scale_config(paper: Paper, scale: str, options: dict | None = None) -> dict:
             f"the learning curves of the headline rows chose {got['steps']:,} steps of batch {qb}: {steps:,} steps of batch "
             f"{gb} see as many images"))
         cfg["train"]["steps"] = steps
+    if (n := (options or {}).get("seeds")) is not None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InputError(f"seeds: expected a whole number of seeds >= 1 (-o seeds=5), got {n!r}")
+        cfg["seeds"] = n
     missing = [k for k in ("seeds", "train") if k not in cfg] + [k for k in ("batch_size", "log_every") if k not in cfg.get("train", {})]
     if missing: raise InputError(f"{paper.name} scale {scale!r} lacks {', '.join(missing)}")
     t = cfg["train"]

@@ -87,7 +87,8 @@ def train_config(cfg: dict, seed: int, device, data=None, progress: bool | None 
 _DATA_CACHE: dict = {}
 HARNESS_OPTIONS = dict(allow_eager=False, precision="auto",   # options of every reproduction (beside the paper's own);
                        references="here",                      # 'later': leave the gates' references to `rejudge` (GPU minutes go to training)
-                       channels_last=None)                     # true: channels-last conv weights on a CPU in fp32 too (faster for some models)
+                       channels_last=None,                     # true: channels-last conv weights on a CPU in fp32 too (faster for some models)
+                       seeds=None)                             # a number: train that many seeds of every row (the scale's count otherwise)
 
 def load_data(paper: Paper, dataset: str, cfg: dict, seed: int, options: dict):
     "The paper's data for `dataset` (cached in this process by dataset, seed when it matters, and data settings)."
