@@ -70,17 +70,18 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys):
 
 def test_reports_index_is_generated_from_the_reports(tmp_path):
     """reports/README.md's table is what `disentbook claims --index reports/README.md` writes from the committed reports
-    (one row per report: scale, sensitivity, device, runs, training time, the headline claim's verdict, the counts), and
+    (one row per report, those kept as history too: scale, sensitivity, device, runs, training time, the headline claim's verdict, the counts), and
     the prose below it names no verdict: every verdict word comes from the generated part."""
     page = ROOT / "reports" / "README.md"
     copy = tmp_path / "README.md"
     copy.write_text(page.read_text())
-    assert S.write_index(copy, ROOT / "reports") == len(list((ROOT / "reports").glob("*/metrics.json")))
+    reports = [*(ROOT / "reports").glob("*/metrics.json"), *(ROOT / "reports").glob("*/history/*/metrics.json")]
+    assert S.write_index(copy, ROOT / "reports") == len(reports)          # a report kept as history has its row too
     assert copy.read_text() == page.read_text(), \
         "reports/README.md is stale: run `python3 -m disentbook claims --index reports/README.md` and commit it"
     head, rest = page.read_text().split(S.INDEX_START)
     table, prose = rest.split(S.INDEX_END)
-    assert table.count("\n| [") == len(list((ROOT / "reports").glob("*/metrics.json")))
+    assert table.count("\n| [") == len(reports)
     for word in ("holds", "fails", "inconclusive", "not tested", "learning not shown", "not checked", "passes its gate",
                  "did not learn", "undecided"):
         assert word not in prose.lower() and word not in head.lower(), f"reports/README.md prose says {word!r}: verdicts come from the index"

@@ -150,12 +150,15 @@ def report_row(path) -> dict:
                 headline=[(c["claim"], c["verdict"]) for c in head], counts=tally)
 
 def index_rows(reports_dir="reports") -> list[dict]:
-    "`report_row` of every folder of `reports_dir` with a metrics.json, by paper and then by scale."
+    """`report_row` of every folder of `reports_dir` with a metrics.json, by paper and then by scale, each followed by the
+    reports of earlier seeds its folder keeps as history (`history/seeds-A-B/`: `report` is the path below `reports_dir`)."""
     root = Path(reports_dir)
     if not root.is_dir(): raise InputError(f"{root}: no such folder (expected one folder per report, each with metrics.json)")
-    rows = [report_row(f) for f in sorted(root.glob("*/metrics.json"))]
+    rows = []
+    for f in sorted([*root.glob("*/metrics.json"), *root.glob("*/history/*/metrics.json")]):
+        rows.append(dict(report_row(f), report=f.parent.relative_to(root).as_posix()))
     order = lambda s: SCALES.index(s) if s in SCALES else -1
-    return sorted(rows, key=lambda r: (r["paper"], order(r["scale"]), r["sensitivity"]))
+    return sorted(rows, key=lambda r: (r["paper"], order(r["scale"]), r["sensitivity"], r["report"]))
 
 def index_markdown(rows: list[dict]) -> str:
     "The index table (links relative to the reports folder)."
