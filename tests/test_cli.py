@@ -63,6 +63,18 @@ def test_reproduce_smoke(capsys, tmp_path):
     assert rc == 2 and "already holds a reproduction" in err and "--resume" in err
 
 
+def test_reproduce_on_other_seeds(capsys, tmp_path):
+    "`--seed N -o seeds=K`: K seeds from seed N, every row; a count that is not a whole number >= 1 is a one-line error."
+    out = tmp_path / "res"
+    rc, _, err = run(capsys, "reproduce", "vae", "--scale", "smoke", "--out", str(out), "--device", "cpu", "--seed", "3",
+                     "-o", "seeds=2")
+    assert rc == 0, err
+    assert json.loads((out / "metrics.json").read_text())["seeds"] == [3, 4]
+    assert {p.name for p in out.glob("runs/*/*/seed*")} == {"seed3", "seed4"}
+    rc, _, err = run(capsys, "reproduce", "vae", "--scale", "smoke", "--out", str(tmp_path / "bad"), "-o", "seeds=0")
+    assert rc == 2 and "seeds: expected a whole number" in err and "\n" not in err.strip()
+
+
 def test_train_and_resume(capsys, tmp_path):
     out = tmp_path / "t"
     args = ["train", "--method", "beta_vae", "--param", "beta=2", "--dataset", "digits", "--batch-size", "8",
