@@ -13,7 +13,7 @@ from ..core import InputError
 from ..nets import MLPDiscriminator
 
 # %% auto #0
-__all__ = ['DensityRatio', 'logistic_loss', 'density_ratio_loss', 'log_ratio', 'density_ratio_terms']
+__all__ = ['DensityRatio', 'logistic_loss', 'logits_of_both', 'density_ratio_loss', 'log_ratio', 'density_ratio_terms']
 
 # %% ../../nbs/12_density_ratio.ipynb #e814e14c
 class DensityRatio(nn.Module):
@@ -42,15 +42,27 @@ def logistic_loss(logits_q: torch.Tensor, logits_p: torch.Tensor) -> torch.Tenso
     "The logistic loss from logits, q labelled 1 and p labelled 0: ½[mean softplus(−logits_q) + mean softplus(logits_p)]."
     return 0.5 * (F.softplus(-logits_q).mean() + F.softplus(logits_p).mean())
 
+def logits_of_both(disc: nn.Module, q_inputs: tuple, p_inputs: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits of the q samples, logits of the p samples) from one pass of `disc` over both batches stacked: each weight
+    is read once, not twice. Every discriminator here scores each sample alone (no batch statistics), so the logits are
+    those of two passes up to floating-point rounding. Inputs whose number, shapes past the batch, dtypes or devices
+    differ between the two sides go through two passes."""
+    q, p = _as_tuple(q_inputs), _as_tuple(p_inputs)
+    if len(q) == len(p) and all(isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() > 0 and
+                                a.shape[1:] == b.shape[1:] and a.dtype == b.dtype and a.device == b.device for a, b in zip(q, p)):
+        n, out = q[0].shape[0], disc(*(torch.cat([a, b]) for a, b in zip(q, p)))
+        return out[:n], out[n:]
+    return disc(*q), disc(*p)
+
 def density_ratio_loss(disc: nn.Module, q_inputs: tuple, p_inputs: tuple) -> torch.Tensor:
     "Logistic loss of `disc`: samples of q labelled 1, of p labelled 0; the mean of the two batch means."
-    return logistic_loss(disc(*_as_tuple(q_inputs)), disc(*_as_tuple(p_inputs)))
+    return logistic_loss(*logits_of_both(disc, q_inputs, p_inputs))
 
 def log_ratio(disc: nn.Module, *inputs: torch.Tensor) -> torch.Tensor:
     "The estimate of log q/p at `inputs`: the `(B,)` logits of `disc`."
     return disc(*inputs)
 
 def density_ratio_terms(disc: nn.Module, q_inputs: tuple, p_inputs: tuple) -> dict:
-    "`loss` (as `density_ratio_loss`) and `acc` (fraction of both batches classified right), from one pass each."
-    lq, lp = disc(*_as_tuple(q_inputs)), disc(*_as_tuple(p_inputs))
+    "`loss` (as `density_ratio_loss`) and `acc` (fraction of both batches classified right), from one pass of both."
+    lq, lp = logits_of_both(disc, q_inputs, p_inputs)
     return dict(loss=logistic_loss(lq, lp), acc=0.5 * ((lq > 0).float().mean() + (lp < 0).float().mean()))
