@@ -139,7 +139,7 @@ def test_toy_end_to_end_cache_resume_refusal(toy, tmp_path):
     fn, calls = toy
     import inspect
     assert list(inspect.signature(fn).parameters) == ["scale", "out_dir", "device", "seed", "overwrite", "resume", "runner",
-                                                      "ray_address", "allow_eager", "precision", "references", "channels_last",
+                                                      "ray_address", "allow_eager", "precision", "references", "channels_last", "seeds",
                                                       "extra"]
     r = fn("quick", out_dir=tmp_path, device="cpu", seed=3)
     assert r["seeds"] == [3, 4] and len(calls) == 4 and r["claims"][0]["verdict"] == HOLDS
