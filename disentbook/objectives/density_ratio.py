@@ -44,11 +44,13 @@ def logistic_loss(logits_q: torch.Tensor, logits_p: torch.Tensor) -> torch.Tenso
 
 def logits_of_both(disc: nn.Module, q_inputs: tuple, p_inputs: tuple) -> tuple[torch.Tensor, torch.Tensor]:
     """(logits of the q samples, logits of the p samples) from one pass of `disc` over both batches stacked: each weight
-    is read once, not twice. Every discriminator here scores each sample alone (no batch statistics), so the logits are
-    those of two passes up to floating-point rounding. Inputs whose number, shapes past the batch, dtypes or devices
-    differ between the two sides go through two passes."""
+    is read once, not twice. A discriminator that scores each sample alone (every one of this package's) gives the
+    logits of two passes up to floating-point rounding. One with batch statistics (a batch norm: the stacked batch would
+    mix the two sides' statistics), or inputs whose number, shapes past the batch, dtypes or devices differ between the
+    two sides, go through two passes."""
     q, p = _as_tuple(q_inputs), _as_tuple(p_inputs)
-    if len(q) == len(p) and all(isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() > 0 and
+    batch_stats = isinstance(disc, nn.Module) and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in disc.modules())
+    if not batch_stats and len(q) == len(p) and all(isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() > 0 and
                                 a.shape[1:] == b.shape[1:] and a.dtype == b.dtype and a.device == b.device for a, b in zip(q, p)):
         n, out = q[0].shape[0], disc(*(torch.cat([a, b]) for a, b in zip(q, p)))
         return out[:n], out[n:]

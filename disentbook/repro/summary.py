@@ -154,9 +154,8 @@ def index_rows(reports_dir="reports") -> list[dict]:
     reports of earlier seeds its folder keeps as history (`history/seeds-A-B/`: `report` is the path below `reports_dir`)."""
     root = Path(reports_dir)
     if not root.is_dir(): raise InputError(f"{root}: no such folder (expected one folder per report, each with metrics.json)")
-    rows = []
-    for f in sorted([*root.glob("*/metrics.json"), *root.glob("*/history/*/metrics.json")]):
-        rows.append(dict(report_row(f), report=f.parent.relative_to(root).as_posix()))
+    rows = [dict(report_row(f), report=f.parent.relative_to(root).as_posix())
+            for f in sorted([*root.glob("*/metrics.json"), *root.glob("*/history/*/metrics.json")])]
     order = lambda s: SCALES.index(s) if s in SCALES else -1
     return sorted(rows, key=lambda r: (r["paper"], order(r["scale"]), r["sensitivity"], r["report"]))
 
