@@ -232,3 +232,40 @@ def test_every_committed_curve_record_is_read_by_its_subject_as_it_is():
     assert "precision" in json.loads(Z.ZooRecipe("beta_tcvae").curve_file(ROOT).read_text())["settings"]
     z = Z.ZooRecipe("beta_tcvae")
     assert not z.same_identity("settings", dict(Z.SETTINGS, lr=1e-3, precision="fp32"), Z.SETTINGS)   # another lr still refused
+
+
+def test_a_curve_goes_on_only_on_the_data_it_was_measured_on(tmp_path, monkeypatch):
+    """Every committed curve was measured on the package's own data (procedural dSprites, the embedded digits): once the
+    data directory holds the official dSprites or the full MNIST, which `source='auto'` would read instead, its subject
+    refuses it in one line, `--list` says so beside each such stage, and a stage that would train it ends in one line with
+    status 2, its curve left as it was."""
+    from disentbook.campaign.curves import read_curve
+    from disentbook.campaign.ledger import CampaignError
+    from disentbook.campaign.papers import PaperRow
+    from disentbook.data.digits import MNIST_FILES
+    import disentbook.campaign.zoo as Z
+    data = tmp_path / "data"
+    (data / "dsprites").mkdir(parents=True)
+    (data / "dsprites" / "dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz").write_bytes(b"")
+    raw = data / "MNIST" / "raw"; raw.mkdir(parents=True)
+    for names in MNIST_FILES.values():
+        for n in names: (raw / n).write_bytes(b"")
+    z, row = Z.ZooRecipe("beta_vae_b4"), PaperRow("contrastive", "srb_vae")
+    assert read_curve(ROOT, z)["seeds"] and read_curve(ROOT, row)["seeds"]        # on the package's data: as committed
+    monkeypatch.setenv("DISENTBOOK_DATA", str(data))
+    for subj, words in ((z, "dsprites (official)"), (row, "digits (mnist)")):
+        try: read_curve(ROOT, subj); raise AssertionError(f"{subj.name} went on on other data")
+        except CampaignError as e:
+            assert "measured on the package's own data" in str(e) and words in str(e) and "\n" not in str(e), str(e)
+    checkout = tmp_path / "checkout"
+    curve = checkout / z.curve_file(ROOT).relative_to(ROOT)
+    curve.parent.mkdir(parents=True); curve.write_bytes(z.curve_file(ROOT).read_bytes())
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DISENTBOOK_DATA=str(data))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "disentbook", "campaign", *a, "--root", str(checkout)],
+                                    capture_output=True, text=True, env=env, timeout=300)
+    r = run("--list")
+    line = next(l for l in r.stdout.splitlines() if l.startswith("zoo-beta_vae_b4 "))
+    assert r.returncode == 0 and "cannot go on here" in line and "dsprites (official)" in line, r.stdout[-2000:] + r.stderr[-2000:]
+    r = run("--stage", "zoo-beta_vae_b4", "--budget", "5m")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "dsprites (official)" in r.stderr, r.stderr[-2000:]
+    assert curve.read_bytes() == z.curve_file(ROOT).read_bytes()

@@ -28,7 +28,9 @@ class Subject:
     threads = None                                             # torch threads its runs train on (None: its own setting)
     timed = False                                              # its rows record `train_seconds` and `threads` (the rates `seeds_at_once` reads)
     def identity(self) -> dict: raise NotImplementedError      # what a committed record must match to be continued
-    def same_identity(self, key: str, recorded, now) -> bool: return recorded == now     # a record's `key` as this one's
+    def same_identity(self, key: str, recorded, now) -> bool:
+        "A record's `key` as this one's (a record written before curves named their data read the package's own: {})."
+        return (recorded or {}) == (now or {}) if key == "reads" else recorded == now
     def curve_file(self, root) -> Path: raise NotImplementedError
     def run_dir(self, root, seed: int) -> Path: raise NotImplementedError    # the seed's run folder (a checkpoint/ inside)
     def check_run(self, root, seed: int) -> None: pass                       # refuse a run folder of something else
@@ -53,6 +55,10 @@ class Subject:
         ps = {r.get("precision") for rows in read_curve(root, self)["seeds"].values() for r in rows} - {None}
         return ps.pop() if len(ps) == 1 else None
 
+def _data_words(reads) -> str:
+    "A `reads` record in words: 'the package's own data' or 'dsprites (official), ...'."
+    return ", ".join(f"{k} ({v})" for k, v in sorted(reads.items())) if reads else "the package's own data"
+
 def read_curve(root, subj: Subject) -> dict:
     "The subject's curve record (a new one if none); a record of another identity, or not readable JSON, is refused."
     f = subj.curve_file(root)
@@ -61,6 +67,10 @@ def read_curve(root, subj: Subject) -> dict:
     try: d = json.loads(f.read_text())
     except ValueError: raise CampaignError(f"{f} is not readable JSON; restore it with `git checkout {f}`") from None
     for k, v in subj.identity().items():
+        if k == "reads" and not subj.same_identity(k, d.get(k), v):
+            raise CampaignError(f"{f} was measured on {_data_words(d.get(k))}, but the data directory now gives {_data_words(v)}; "
+                                "a curve goes on only on the data it was measured on (move those files out of the data "
+                                "directory, or point DISENTBOOK_DATA at another one, while the campaign trains it)")
         if not subj.same_identity(k, d.get(k), v):
             raise CampaignError(f"{f} was measured with another {k} ({d.get(k)!r}, now {v!r}): a changed recipe is a pilot "
                                 "under a new name, never a continuation")

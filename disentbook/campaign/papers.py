@@ -78,8 +78,10 @@ class PaperRow(Subject):
     def identity(self) -> dict:
         cfg = json.loads(json.dumps({k: self.cfg.get(k) for k in ("train", "model", "objective", "data", "eval")}, default=str))
         cfg["train"] = {k: v for k, v in (cfg.get("train") or {}).items() if k not in ("steps", "ckpt_every", "epochs")}
+        from disentbook.repro.declare import data_reads
         return dict(paper=self.paper.name, table=self.table, row=self.slug, metric=self.key, sign=self.sign,
-                    settings=cfg, spec=json.loads(json.dumps(self.spec, default=str)), rule=self.rule.as_dict())
+                    settings=cfg, spec=json.loads(json.dumps(self.spec, default=str)), rule=self.rule.as_dict(),
+                    reads=data_reads(self.paper, self.dataset, self.cfg, self.options))   # {}: the package's own data
     def curve_file(self, root) -> Path: return Path(root) / CURVES / self.paper.name / f"{self.slug}.json"
     def run_dir(self, root, seed: int) -> Path: return Path(root) / WORK / "papers" / self.paper.name / self.slug / f"seed{int(seed)}"
     def train_to(self, root, seed: int, steps: int, clock: Clock, say=print) -> bool:

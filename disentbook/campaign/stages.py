@@ -129,7 +129,9 @@ def progress(root, stage: str) -> str:
     if stage in reproductions.all_reproductions(): return reproductions.progress(root, stage)
     subs, out = subjects(stage), []
     for subj in subs:
-        c = read_curve(root, subj)
+        try: c = read_curve(root, subj)
+        except CampaignError as e:                      # e.g. measured on other data than the data directory gives now
+            out.append((f"{subj.slug} " if len(subs) > 1 else "") + f"cannot go on here: {e}"); continue
         ahead = [f"seed {s} at {n / 1000:g}k" for s in (*subj.curve_seeds, *subj.more_seeds)   # runs this disk goes on from
                  if (n := subj.step_of(root, s)) > max((r["steps"] for r in c["seeds"].get(str(s), [])), default=0)]
         if not c["seeds"] and not ahead: continue

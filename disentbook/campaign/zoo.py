@@ -128,15 +128,19 @@ class ZooRecipe(Subject):
         self.title = f"{name}: {self.recipe.method} " + ", ".join(f"{k} = {v:g}" for k, v in self.recipe.params.items()) \
             + "".join(f", {k} {v}" for k, v in self.recipe.model.items())
     def identity(self) -> dict:
+        from disentbook.data.dsprites import dsprites_in_use
+        from disentbook.repro.declare import OWN_SOURCES
+        found = dsprites_in_use()                                   # the official npz in the data directory, or procedural
         return dict(recipe=self.name, method=self.recipe.method, params=self.recipe.params, settings=SETTINGS,
                     rule=self.rule.as_dict(), images=dict(choose=CURVE_IMAGES, check=CHECK_IMAGES, num_points=NUM_POINTS),
+                    reads={} if found in OWN_SOURCES else dict(dsprites=found),
                     **({"model": self.recipe.model} if self.recipe.model else {}))   # (records written before read the same)
     def same_identity(self, key: str, recorded, now) -> bool:
         """A record's settings with a 'precision' (written when it was one setting for every seed) match without it; the
         record of a recipe read again over five seeds (`REREAD_RECIPES`) goes on under the rule it was measured with."""
         if key == "settings" and isinstance(recorded, dict): recorded = {k: v for k, v in recorded.items() if k != "precision"}
         if key == "rule" and self.name in REREAD_RECIPES and recorded == THREE_SEED_RULE.as_dict(): return True
-        return recorded == now
+        return super().same_identity(key, recorded, now)
     def curve_file(self, root) -> Path: return Path(root) / CURVES / f"{self.name}.json"
     def trained_again(self) -> "ZooRecipe":
         "The same subject (identity, grid, rule) whose run folders are `seedK-again`: `train_shipped_again`'s."

@@ -17,7 +17,7 @@ from .base import LabelledImages
 # %% auto #0
 __all__ = ['MNIST_FILES', 'EMBEDDED_DIGITS', 'EMBEDDED_COUNTS', 'EMBEDDED_TEST_PER_CLASS', 'SPLIT_SALT', 'DIGIT_SOURCES',
            'EMBEDDED_SOURCE', 'read_idx', 'mnist_present', 'card_sha256', 'embedded_digits', 'split_indices',
-           'digits_source', 'load_digits']
+           'digits_in_use', 'digits_source', 'load_digits']
 
 # %% ../../nbs/01b_digits.ipynb #c50c0c40
 MNIST_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
@@ -122,6 +122,10 @@ EMBEDDED_SOURCE = "embedded MNIST (10,000 digits of MNIST's training set shipped
 def _uses_mnist(source: str, root=None) -> bool:
     if source not in DIGIT_SOURCES: raise InputError(f"source: expected one of {DIGIT_SOURCES}, got {source!r}")
     return source == "mnist" or (source == "auto" and mnist_present(root))
+
+def digits_in_use(root=None) -> str:
+    "The digits `load_digits(source='auto')` reads with this data directory: 'mnist' (its files are there) or 'embedded'."
+    return "mnist" if _uses_mnist("auto", root) else "embedded"
 
 def digits_source(root=None) -> str:
     "One line: the digits `load_digits(source='auto')` uses with this data directory."

@@ -16,7 +16,7 @@ from .base import GroundTruthData, subset_grid
 # %% auto #0
 __all__ = ['DSPRITES_MARGIN', 'DSPRITES_UNIT', 'DSPRITES_WINDOW', 'ELLIPSE_AXES', 'HEART_SHIFT', 'DSPRITES_SHAPES',
            'DSPRITES_FACTORS', 'DSPRITES_VALUES', 'DSPRITES_FILE', 'DSPRITES_GEOMETRY', 'render_sprites',
-           'save_bit_images', 'load_bit_images', 'DSprites']
+           'save_bit_images', 'load_bit_images', 'DSprites', 'official_dsprites_path', 'dsprites_in_use']
 
 # %% ../../nbs/01a_dsprites.ipynb #242b6f00
 DSPRITES_MARGIN, DSPRITES_UNIT, DSPRITES_WINDOW = 0.21, 0.14, 28
@@ -108,7 +108,7 @@ class DSprites(GroundTruthData):
         if source not in ("auto", "procedural", "official"):
             raise InputError(f"source: expected 'auto', 'procedural' or 'official', got {source!r}")
         self.root, self.cache, self._shared = root, cache, {}     # _shared: official images, shared with subsets
-        if source == "auto": source = "official" if self.official_path().exists() else "procedural"
+        if source == "auto": source = dsprites_in_use(root)
         self.source = source
         if source == "official": self._official()                # fail early with require()'s message
         self._grid = [torch.arange(len(DSPRITES_VALUES[k])) for k in DSPRITES_FACTORS]
@@ -167,7 +167,7 @@ class DSprites(GroundTruthData):
     # the official file
     def official_path(self) -> Path:
         "Where the official npz is looked for."
-        return data_dir(self.root) / "dsprites" / DSPRITES_FILE
+        return official_dsprites_path(self.root)
 
     def _official(self) -> torch.Tensor:
         "The official images as uint8 (737280, 1, 64, 64) in {0, 255}, loaded once."
@@ -194,3 +194,13 @@ def _unwritable(folder: Path) -> str | None:
 def _no_cache_message(folder: Path, why: str) -> str:
     return (f"dSprites cache: cannot write to {folder} ({why}); the images are kept in memory only and will be "
             "rendered again next time. Set DISENTBOOK_DATA (or pass root=) to a writable folder to cache them.")
+
+# %% ../../nbs/01a_dsprites.ipynb #1cf89d46
+def official_dsprites_path(root=None) -> Path:
+    "Where the official dSprites npz is looked for: `<data dir>/dsprites/` + `DSPRITES_FILE`."
+    return data_dir(root) / "dsprites" / DSPRITES_FILE
+
+def dsprites_in_use(root=None) -> str:
+    "The dSprites `DSprites(source='auto')` reads with this data directory: 'official' (its npz is there) or 'procedural'."
+    return "official" if official_dsprites_path(root).exists() else "procedural"
+

@@ -15,8 +15,8 @@ from .base import LabelledImages
 from .digits import load_digits
 
 # %% auto #0
-__all__ = ['SKIMAGE_GRASS_SOURCE', 'GRASSY_KINDS', 'PAPER_PER_DIGIT', 'skimage_grass', 'grass_images', 'random_crops',
-           'grass_patches', 'superimpose', 'ContrastiveData', 'make_grassy_mnist']
+__all__ = ['SKIMAGE_GRASS_SOURCE', 'GRASSY_KINDS', 'PAPER_PER_DIGIT', 'skimage_grass', 'grass_in_use', 'grass_images',
+           'random_crops', 'grass_patches', 'superimpose', 'ContrastiveData', 'make_grassy_mnist']
 
 # %% ../../nbs/51_grassy.ipynb #ea02e6ba
 SKIMAGE_GRASS_SOURCE = ("scikit-image grass photograph (skimage.data.grass, one 512x512 grayscale CC0 image "
@@ -43,13 +43,18 @@ def _read_image(path, channels: int) -> torch.Tensor:
         a = np.asarray(im.convert("L" if channels == 1 else "RGB"), dtype=np.float32) / 255.0
     return torch.from_numpy(a[None] if channels == 1 else a.transpose(2, 0, 1).copy())
 
+def grass_in_use(root=None) -> str:
+    "The grass `grass_images(source='auto')` reads with this data directory: 'imagenet' (its files are there) or 'skimage'."
+    from disentbook.data import registry
+    return "skimage" if registry.verify("imagenet_grass", root)[0].status == "missing" else "imagenet"
+
 def grass_images(source: str = "auto", root=None, channels: int = 1, min_size: int = 28) -> tuple[list, str]:
     "Grass photographs as float `(C, H, W)` tensors in [0, 1], and a description of where they came from."
     from disentbook.data import registry
     if source not in ("auto", "imagenet", "skimage"):
         raise InputError(f"grass source: expected 'auto', 'imagenet' or 'skimage', got {source!r}")
     if channels not in (1, 3): raise InputError(f"channels: expected 1 or 3, got {channels}")
-    if source == "imagenet" or (source == "auto" and registry.verify("imagenet_grass", root)[0].status != "missing"):
+    if source == "imagenet" or (source == "auto" and grass_in_use(root) == "imagenet"):
         files = registry.require("imagenet_grass", root)
         ims = [im for im in (_read_image(p, channels) for p in files.values()) if min(im.shape[1:]) >= min_size]
         if not ims: raise InputError(f"no grass image in {registry.dataset_dir('imagenet_grass', root)} is at least {min_size} px")

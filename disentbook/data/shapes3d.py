@@ -5,6 +5,7 @@
 # %% ../../nbs/01i_shapes3d.ipynb #71c4f5ab
 from __future__ import annotations
 import functools, math
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -14,7 +15,7 @@ from .base import GroundTruthData, grid_index, read_image_rows, subset_grid
 
 # %% auto #0
 __all__ = ['SHAPES3D_FACTORS', 'SHAPES3D_VALUES', 'SHAPES3D_SHAPES', 'SHAPES3D_FILE', 'RENDER_CHUNK', 'hue_to_rgb',
-           'render_shapes3d', 'Shapes3D']
+           'render_shapes3d', 'Shapes3D', 'official_shapes3d_path', 'shapes3d_in_use']
 
 # %% ../../nbs/01i_shapes3d.ipynb #441a71ff
 SHAPES3D_FACTORS = ("floor_hue", "wall_hue", "object_hue", "scale", "shape", "orientation")
@@ -134,7 +135,7 @@ class Shapes3D(GroundTruthData):
         if source not in ("auto", "procedural", "official"):
             raise InputError(f"source: expected 'auto', 'procedural' or 'official', got {source!r}")
         self.root, self._shared = root, {}
-        if source == "auto": source = "official" if self.official_path().exists() else "procedural"
+        if source == "auto": source = shapes3d_in_use(root)
         self.source = source
         if source == "official": self._official()                      # fail early, with require()'s message
         self._grid = [torch.arange(len(SHAPES3D_VALUES[k])) for k in SHAPES3D_FACTORS]
@@ -170,7 +171,7 @@ class Shapes3D(GroundTruthData):
     # the official file
     def official_path(self):
         "Where `3dshapes.h5` is looked for (`<data dir>/shapes3d/3dshapes.h5`)."
-        return data_dir(self.root) / "shapes3d" / SHAPES3D_FILE
+        return official_shapes3d_path(self.root)
 
     def _official(self):
         "The open h5 `images` dataset (480000, 64, 64, 3), verified once through `data.registry.require`."
@@ -194,3 +195,13 @@ class Shapes3D(GroundTruthData):
             ds = self._official()
             return torch.cat([torch.from_numpy(ds[i:i + 24_000]).permute(0, 3, 1, 2) for i in range(0, 480_000, 24_000)]).to(self.device)
         return super()._materialize(chunk)
+
+# %% ../../nbs/01i_shapes3d.ipynb #0fcf84eb
+def official_shapes3d_path(root=None) -> Path:
+    "Where the official `3dshapes.h5` is looked for: `<data dir>/shapes3d/3dshapes.h5`."
+    return data_dir(root) / "shapes3d" / SHAPES3D_FILE
+
+def shapes3d_in_use(root=None) -> str:
+    "The 3dShapes `Shapes3D(source='auto')` reads with this data directory: 'official' (its h5 is there) or 'procedural'."
+    return "official" if official_shapes3d_path(root).exists() else "procedural"
+

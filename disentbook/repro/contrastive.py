@@ -9,6 +9,8 @@ import numpy as np
 import torch
 
 from ..core import InputError, to_numpy
+from ..data.digits import digits_in_use
+from ..data.grassy import grass_in_use
 from ..eval.protocols import tsne_embedding
 from ..eval.viz import image_grid
 from ..objectives.contrastive import NETS
@@ -24,7 +26,7 @@ from .contrastive_eval import (AFFECTNET_CLASSES, DATASET_LATENTS, contrastive_d
 __all__ = ['METHODS', 'CONTRASTIVE_SCALES', 'LIKELIHOODS', 'FORMER', 'FORMER_NETS_CPU_STEPS', 'METRICS', 'TABLES', 'CODE_GATES',
            'GATES', 'CONTRASTIVE', 'reproduce_contrastive', 'configure_contrastive', 'contrastive_claims', 'figure4',
            'decode_variants', 'figure5', 'figure6a', 'figure7', 'interpolation_grid', 'figure8', 'figure_sweep',
-           'contrastive_figures']
+           'contrastive_figures', 'contrastive_reads']
 
 # %% ../../nbs/52_contrastive_reproduction.ipynb #077e9811
 METHODS = (dict(row="cVAE", objective="cvae", slug="cvae", label="cVAE", params={}),
@@ -344,11 +346,16 @@ def _notes(ctx) -> list[str]:
                  "(the finite-batch floor when both marginals equal the prior).")
     return L
 
+def contrastive_reads(dataset: str, cfg: dict, options: dict) -> dict:
+    "Grassy-MNIST's digits and grass as the data directory gives them now (the face sets are always the user's files)."
+    root = options.get("data_root")
+    return dict(digits=digits_in_use(root), grass=grass_in_use(root)) if dataset in ("L-MNIST", "NL-MNIST") else {}
+
 CONTRASTIVE = Paper(
     name="contrastive", title="Contrastive disentanglement (ICLR 2020 submission)", scales=CONTRASTIVE_SCALES, tables=TABLES,
     data=contrastive_data, evaluate=evaluate_contrastive, model=contrastive_model, sampler=contrastive_sampler, claims=contrastive_claims, learned=GATES, pixels=_pixels,
     figures=(contrastive_figures,), options=dict(sweep=None, data_root=None, datasets=None, likelihood="bernoulli", nets="paper"), notes=_notes,
-    seeded_data=True, reference_reads_objective=False,   # its evaluation reads the codes only: the four rows share one untrained network per seed
+    reads=contrastive_reads, seeded_data=True, reference_reads_objective=False,   # its evaluation reads the codes only: the four rows share one untrained network per seed
     sensitivity=("likelihood", "nets"), configure=configure_contrastive)
 
 reproduce_contrastive = register_reproduction(CONTRASTIVE)

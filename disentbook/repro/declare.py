@@ -12,8 +12,8 @@ from ..core import InputError, Registry
 from .claims import SCALE_ORDER
 
 # %% auto #0
-__all__ = ['PAPERS', 'HISTORY_ROWS', 'CURVE', 'CURVE_LENGTHS', 'Metric', 'Table', 'Paper', 'register_paper', 'curve_lengths_path',
-           'curve_lengths', 'cpu_scale', 'scale_config', 'scale_seeds']
+__all__ = ['PAPERS', 'OWN_SOURCES', 'HISTORY_ROWS', 'CURVE', 'CURVE_LENGTHS', 'Metric', 'Table', 'Paper', 'data_reads',
+           'register_paper', 'curve_lengths_path', 'curve_lengths', 'cpu_scale', 'scale_config', 'scale_seeds']
 
 # %% ../../nbs/80e_repro_declare.ipynb #db32924d
 @dataclasses.dataclass
@@ -99,9 +99,20 @@ class Paper:
                                                 # off its default is a sensitivity of the package's own, not its scale's column
     configure: Callable | None = None           # fn(cfg, scale, options) -> cfg: the scale config under the paper's options
                                                 # (a sensitivity that trains a former recipe, e.g. another likelihood)
+    reads: Callable | None = None               # fn(dataset, cfg, options) -> {data: source}: what a run of `dataset` reads
+                                                # now where the data directory decides (`data_reads`)
 
 from ..core import REPRO_MODULES
 PAPERS = Registry("paper", REPRO_MODULES)
+
+OWN_SOURCES = frozenset({"procedural", "embedded", "skimage"})     # data the package renders or ships itself
+
+def data_reads(paper: Paper, dataset: str, cfg: dict, options: dict | None = None) -> dict:
+    """{data: source} that a run of `paper` on `dataset` reads from the data directory now instead of the package's own
+    data (`OWN_SOURCES`): {} when it reads only what the package makes. Runs and learning curves record it, so that a
+    run measured on one source never goes on, nor is reused, on another."""
+    found = paper.reads(dataset, cfg, options or {}) if paper.reads else {}
+    return {k: v for k, v in sorted(found.items()) if v not in OWN_SOURCES}
 
 def register_paper(paper: Paper) -> Paper:
     "Register `paper` by name (the Ray runner finds it there in its workers)."

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ..core import InputError, make_generator, to_numpy
+from ..data.digits import digits_in_use
 from ..data.digit_style import STYLE_NAMES, ReferenceSampler, affectnet_reference, make_digit_style
 from ..data.affectnet import load_affectnet
 from ..nets import VAE
@@ -30,7 +31,7 @@ __all__ = ['AFFECTNET_METRICS', 'MNIST_ROWS', 'UNSUPERVISED', 'PAPER_MNIST_UNLAB
            'PAPER_STEPS', 'REFVAE_SCALES', 'LENGTHS', 'FORMER_STEPS', 'MNIST_METRICS', 'AFFECTNET_TABLE_METRICS',
            'MNIST_TABLE', 'AFFECTNET_TABLE', 'REFVAE_CLAIMS', 'GATES', 'REFVAE_PAPER', 'reproduce_refvae',
            'refvae_data', 'refvae_model', 'refvae_sampler', 'evaluate_refvae', 'refvae_models', 'configure_refvae',
-           'synthesis_grid', 'transfer_grid', 'refvae_figures']
+           'synthesis_grid', 'transfer_grid', 'refvae_figures', 'refvae_reads']
 
 # %% ../../nbs/61_refvae_reproduction.ipynb #2841a345
 def refvae_data(dataset: str, cfg: dict, seed: int, options: dict) -> SimpleNamespace:
@@ -318,9 +319,15 @@ def _notes(ctx) -> list[str]:
                  "in for them (train split), the probe folds are the two halves of the validation split.")
     return [l for l in L if l]
 
+def refvae_reads(dataset: str, cfg: dict, options: dict) -> dict:
+    "The digits of the MNIST table as the data directory gives them now, where the config leaves the choice to it."
+    src = (cfg.get("data") or {}).get("source", "auto")
+    return dict(digits=digits_in_use(options.get("root")) if src == "auto" else src) if dataset == "MNIST" else {}
+
 REFVAE_PAPER = Paper(
     name="refvae", title="Reference-based VAEs (Ruiz et al., 2019): Table 1 and Figures 4-5",
     scales=REFVAE_SCALES, tables=(MNIST_TABLE, AFFECTNET_TABLE), data=refvae_data, evaluate=evaluate_refvae,
     claims=REFVAE_CLAIMS, learned=GATES, figures=(refvae_figures,), model=refvae_model, sampler=refvae_sampler,
-    options=dict(root=None, length="paper"), notes=_notes, sensitivity=("length",), configure=configure_refvae)
+    options=dict(root=None, length="paper"), notes=_notes, sensitivity=("length",), configure=configure_refvae,
+    reads=refvae_reads)
 reproduce_refvae = register_reproduction(REFVAE_PAPER)

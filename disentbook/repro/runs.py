@@ -17,7 +17,7 @@ from ..objectives.base import OBJECTIVES, make_objective
 from ..training.checkpoints import read_checkpoint_config
 from ..training.config import TrainConfig
 from ..training.run import RunSpec, bound_objective, build_run
-from .declare import PAPERS, Paper, curve_lengths
+from .declare import PAPERS, Paper, curve_lengths, data_reads
 from .outdir import mark_finished, mark_in_flight
 from .processes import OutOfTime, map_in_processes
 
@@ -125,9 +125,11 @@ def trained_precisions(root, seeds) -> set[str]:
 def run_settings(job: dict) -> dict:
     "Everything that determines a run's result (compared with `settings.json` / `eval.json` to reuse it)."
     cfg = run_cfg(job["cfg"], job["spec"], job["dataset"])
+    reads = data_reads(PAPERS[job["paper"]], job["dataset"], cfg, job.get("options"))    # {} on the package's own data
     return json.loads(json.dumps(dict(paper=job["paper"], dataset=job["dataset"], method=job["spec"]["objective"],
                                       params=job["spec"]["params"], seed=job["seed"],
-                                      **{k: cfg.get(k) for k in ("train", "eval", "data", "model", "objective")})))
+                                      **{k: cfg.get(k) for k in ("train", "eval", "data", "model", "objective")},
+                                      **({"reads": reads} if reads else {}))))
 
 def sampler_fn(paper: Paper, data):
     "`device -> sampler` of a paper's runs: its own sampler (pairs, target/background, references) or a `SingleSampler`."
