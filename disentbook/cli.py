@@ -178,7 +178,8 @@ def cmd_data(args):
         print(f"{args.name}: not usable; `disentbook data prepare {args.name} --no-download` lists the files and where they go")
         return 1
     paths = registry.prepare(args.name, download=not args.no_download)
-    print(f"{args.name} ready: {paths}")
+    folders = sorted({str(v.parent) for v in paths.values()})
+    print(f"{args.name} ready: {len(paths)} file(s) in {', '.join(folders)} (`disentbook data verify {args.name}` lists them)")
     return 0
 
 # %% ../nbs/90_cli.ipynb #cbba153b

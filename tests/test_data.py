@@ -138,7 +138,7 @@ def test_embedded_digits(datadir):
     with pytest.raises(InputError, match="positive"): load_digits(n=0)
 
 
-def test_mnist_missing_and_present(datadir):
+def test_mnist_missing_and_present(datadir, trust_mnist_files):
     with pytest.raises(DataNotFoundError, match="MNIST"): load_digits("mnist")
     raw = datadir / "MNIST" / "raw"; raw.mkdir(parents=True)
     imgs = np.arange(5 * 28 * 28, dtype=np.uint32).astype(np.uint8)
@@ -146,10 +146,14 @@ def test_mnist_missing_and_present(datadir):
     for split, (im, lb) in digits.MNIST_FILES.items():   # torchvision's extracted (uncompressed) files
         (raw / im).write_bytes(head(5, 28, 28) + imgs.tobytes())
         (raw / lb).write_bytes(head(5) + bytes([3, 1, 4, 1, 5]))
+    with pytest.raises(CorruptFileError, match="wrong size"): load_digits()    # not the real files: refused, one line
+    assert [s.status for s in registry.verify("mnist")] == ["wrong size"] * 4             # the extracted files, each
+    trust_mnist_files(raw)                                                      # checked by their own sizes and hashes
     d = load_digits()
     assert d.source.startswith("MNIST") and d.labels.tolist() == [3, 1, 4, 1, 5] and d.images.shape == (5, 1, 28, 28)
     (raw / "t10k-labels-idx1-ubyte").write_bytes(head(6) + bytes(5))
-    with pytest.raises(CorruptFileError, match="header says"): load_digits("mnist", split="test")
+    with pytest.raises(CorruptFileError, match="wrong sha256"): load_digits("mnist", split="test")
+    with pytest.raises(CorruptFileError, match="header says"): digits.read_idx(raw / "t10k-labels-idx1-ubyte")
 
 
 # ---- samplers ------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import torch
 
 from disentbook.core import CorruptFileError, DataNotFoundError, InputError
 from disentbook.data import digits
-from disentbook.data.digits import (EMBEDDED_COUNTS, EMBEDDED_SOURCE, MNIST_FILES, digits_source, embedded_digits,
+from disentbook.data.digits import (EMBEDDED_COUNTS, EMBEDDED_SOURCE, MNIST_FILES, digits_source, embedded_digits, read_idx,
                                     load_digits, split_indices)
 from disentbook.core import sha256_file
 
@@ -23,8 +23,9 @@ def datadir(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def mnist_fixture(datadir):
-    "A tiny MNIST in torchvision's layout (MNIST/raw/, extracted IDX files): 4 train and 3 test images."
+def mnist_fixture(datadir, trust_mnist_files):
+    """A tiny MNIST in torchvision's layout (MNIST/raw/, extracted IDX files): 4 train and 3 test images, checked by
+    their own sizes and sha256 (the real files' would refuse them)."""
     raw = datadir / "MNIST" / "raw"; raw.mkdir(parents=True)
     head = lambda *dims: bytes([0, 0, 8, len(dims)]) + b"".join(d.to_bytes(4, "big") for d in dims)
     for split, (im, lb), labels in [("train", MNIST_FILES["train"], [5, 0, 4, 1]), ("test", MNIST_FILES["test"], [7, 2, 1])]:
@@ -32,6 +33,7 @@ def mnist_fixture(datadir):
         imgs = (np.arange(n * 784) % 251).astype(np.uint8)
         (raw / im).write_bytes(head(n, 28, 28) + imgs.tobytes())
         (raw / lb).write_bytes(head(n) + bytes(labels))
+    trust_mnist_files(raw)
     return datadir
 
 
@@ -154,5 +156,7 @@ def test_auto_with_mnist_fixture_is_full_mnist(mnist_fixture):
     assert sorted(load_digits(seed=0).labels.tolist()) == [0, 1, 4, 5]
     assert digits_source().startswith("MNIST") and str(mnist_fixture / "MNIST" / "raw") in digits_source()
     assert load_digits("embedded", n=3).source.startswith(EMBEDDED_SOURCE), "embedded on request"
-    (mnist_fixture / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").write_bytes(bytes([0, 0, 8, 1]) + (9).to_bytes(4, "big") + bytes(3))
-    with pytest.raises(CorruptFileError, match="header says"): load_digits(split="test")
+    bad = mnist_fixture / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
+    bad.write_bytes(bytes([0, 0, 8, 1]) + (9).to_bytes(4, "big") + bytes(3))
+    with pytest.raises(CorruptFileError, match="wrong sha256"): load_digits(split="test")   # checked before it is read
+    with pytest.raises(CorruptFileError, match="header says"): read_idx(bad)

