@@ -12,9 +12,14 @@ digit colour, the same digits on each) and on the named training, test and midpo
 * **length**: the Baseline CNN (Table 1's first row), seed 0, at 10,000 steps (the `cpu` report's length) and on to
   30,000 from the same run: does a longer run move the shift?
 * **seeds**: the Baseline on seeds 1 and 2 at 10,000 steps;
-* **Ours**: the paper's model (swap, SupCon, class-mean invariance), seed 0, at 10,000 steps.
+* **Ours**: the paper's model (swap, SupCon, class-mean invariance), seed 0, at 10,000 steps;
+* **`--digits mnist`**: the Baseline on seeds 0-2 at 10,000 steps on the full MNIST (60,000 training digits, the
+  paper's data) instead of the embedded 10,000: does the digit set move the shift? (The data directory must hold MNIST:
+  `python3 -m disentbook data prepare mnist`; without `--digits mnist` it must not, so that each measurement is on the
+  digits its name says.)
 
     python3 benchmarks/diagnose_colour_shift.py            # every measurement not done yet (about 20 minutes, 2 cores)
+    python3 benchmarks/diagnose_colour_shift.py --digits mnist   # the Baseline on the full MNIST (about 10 minutes)
     python3 benchmarks/diagnose_colour_shift.py --report   # the tables from the measurements done so far
 
 Each measurement is kept in `benchmarks/colour_shift-invariance.json` at once (a later call goes on from there, its
@@ -33,11 +38,13 @@ LEVELS = (0.1, 0.3, 0.5, 0.7, 0.9)        # each channel of a grid background
 N_IMAGES = 600                            # test digits drawn on each background (the same ones on every background)
 CHUNK = 1000
 ROWS = {"inv_cnn": "Baseline", "swap_invariance": "Ours"}
-MEASURE = [("inv_cnn", 0, (10_000, 30_000)), ("inv_cnn", 1, (10_000,)), ("inv_cnn", 2, (10_000,)),
-           ("swap_invariance", 0, (10_000,))]
+MEASURE = {"embedded": [("inv_cnn", 0, (10_000, 30_000)), ("inv_cnn", 1, (10_000,)), ("inv_cnn", 2, (10_000,)),
+                        ("swap_invariance", 0, (10_000,))],
+           "mnist": [("inv_cnn", 0, (10_000,)), ("inv_cnn", 1, (10_000,)), ("inv_cnn", 2, (10_000,))]}
 
 
-def key(slug: str, seed: int, steps: int) -> str: return f"{slug}/seed{seed}/{steps}"
+def key(slug: str, seed: int, steps: int, digits: str = "embedded") -> str:
+    return f"{slug}/seed{seed}/{steps}" + ("" if digits == "embedded" else f"/{digits}")
 
 
 def shown(path: Path) -> Path: return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
@@ -51,25 +58,25 @@ def backgrounds() -> tuple[list[tuple], dict]:
     return list(itertools.product(LEVELS, LEVELS, LEVELS)), named
 
 
-def _trainer(slug: str, seed: int, steps: int):
+def _trainer(slug: str, seed: int, steps: int, digits: str = "embedded"):
     "(trainer, data, cfg, row) of the run, resumed from its checkpoint under WORK."
     from disentbook.campaign.papers import PaperRow
     from disentbook.repro.runs import build_trainer
     row = PaperRow("invariance", slug)
-    job = dict(row.job(ROOT, seed), out=str(WORK / slug / f"seed{seed}"))
+    job = dict(row.job(ROOT, seed), out=str((WORK if digits == "embedded" else WORK / digits) / slug / f"seed{seed}"))
     job["options"] = {**job["options"], "precision": "fp32"}      # as its measurements so far, whatever the campaign's
     trainer, data, cfg = build_trainer(job, steps=steps, ckpt_every=CHUNK)
     return trainer, data, cfg, row
 
 
-def measure(slug: str, seed: int, steps: int) -> dict:
+def measure(slug: str, seed: int, steps: int, digits: str = "embedded") -> dict:
     "Train the run on to `steps` (a checkpoint every CHUNK steps) and score it on every background."
     import numpy as np, torch
     from disentbook.core import active_time
     from disentbook.data.colored_mnist import DIGIT_COLOURS, colorize, digit_pool
     from disentbook.repro.invariance_eval import class_probe
     torch.set_num_threads(2)
-    trainer, data, cfg, row = _trainer(slug, seed, steps)
+    trainer, data, cfg, row = _trainer(slug, seed, steps, digits)
     t0 = active_time()
     while trainer.step < steps:
         trainer.fit(min(CHUNK, steps - trainer.step)); trainer.save()
@@ -95,14 +102,15 @@ def measure(slug: str, seed: int, steps: int) -> dict:
         names[name] = dict(bg=list(bg), acc=round(a, 4), per_digit_colour=per)
     acc = np.array([c[3] for c in cells]).reshape(len(LEVELS), len(LEVELS), len(LEVELS))
     by = {ch: [round(float(v), 4) for v in acc.mean(axis=tuple(j for j in range(3) if j != i))] for i, ch in enumerate("RGB")}
-    return dict(row=ROWS.get(slug, slug), slug=slug, seed=seed, steps=steps, digits=source, images_per_background=N_IMAGES,
+    return dict(row=ROWS.get(slug, slug) + ("" if digits == "embedded" else f" ({digits.upper()})"), slug=slug, seed=seed, steps=steps, digits=source, images_per_background=N_IMAGES,
                 levels=list(LEVELS), grid=cells, named=names, by_level=by, precision=trainer.precision,
                 train_seconds=round(secs, 1))
 
 
 def ordered(done: dict) -> list[dict]:
     "The measurements, the Baseline's first, by seed and length."
-    return [done[k] for k in sorted(done, key=lambda k: (done[k]["slug"] != "inv_cnn", done[k]["seed"], done[k]["steps"]))]
+    return [done[k] for k in sorted(done, key=lambda k: (done[k]["slug"] != "inv_cnn", "(" in done[k]["row"], done[k]["seed"],
+                                                          done[k]["steps"]))]
 
 
 def report(done: dict) -> str:
@@ -154,16 +162,24 @@ def figure(done: dict, path: Path | None = None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report", action="store_true", help="print the tables and draw the figure from the measurements done so far; train nothing")
+    ap.add_argument("--digits", choices=sorted(MEASURE), default="embedded", help="the digits the runs train and are "
+                    "scored on: the embedded 10,000 (default) or the full MNIST from the data directory")
     a = ap.parse_args(argv)
+    from disentbook.data.digits import digits_in_use
+    if not a.report and digits_in_use() != a.digits:
+        raise SystemExit(f"--digits {a.digits}: the data directory gives the {digits_in_use()} digits; " +
+                         ("put MNIST there first: python3 -m disentbook data prepare mnist" if a.digits == "mnist" else
+                          "point DISENTBOOK_DATA at a folder without MNIST for these measurements"))
     state = json.loads(OUT.read_text()) if OUT.exists() else dict(machine=dict(cpu=platform.processor() or platform.machine()), runs={})
     done = state["runs"]
     if not a.report:
-        for slug, seed, lengths in MEASURE:
+        for slug, seed, lengths in MEASURE[a.digits]:
             for steps in lengths:
-                if key(slug, seed, steps) in done: continue
-                done[key(slug, seed, steps)] = x = measure(slug, seed, steps)
+                k = key(slug, seed, steps, a.digits)
+                if k in done: continue
+                done[k] = x = measure(slug, seed, steps, a.digits)
                 OUT.write_text(json.dumps(state, indent=1) + "\n")
-                print(f"{key(slug, seed, steps)}: cyan {x['named']['test cyan']['acc']:.3f} magenta {x['named']['test magenta']['acc']:.3f} "
+                print(f"{k}: cyan {x['named']['test cyan']['acc']:.3f} magenta {x['named']['test magenta']['acc']:.3f} "
                       f"yellow {x['named']['test yellow']['acc']:.3f} ({x['train_seconds']:.0f} s)", flush=True)
     print(report(done))
     if figure(done): print(f"figure: {shown(FIGURE)}")
