@@ -235,10 +235,7 @@ def invariance_figures(ctx) -> dict:
 
 def _shapes_source(ctx) -> str:
     "Which 3dShapes these runs used (or would use): the official file from the data directory, else the procedural stand-in."
-    from disentbook.core import data_dir
-    from disentbook.data.shapes3d import SHAPES3D_FILE
-    path = data_dir(None) / "shapes3d" / SHAPES3D_FILE
-    return "the official 3dshapes.h5 (shapes3d/ in the data directory)" if path.exists() else \
+    return "the official 3dshapes.h5 (shapes3d/ in the data directory)" if shapes3d_in_use() == "official" else \
            "the procedural stand-in (no official 3dshapes.h5 in the data directory; numbers not comparable with the paper's)"
 
 def invariance_notes(ctx) -> list[str]:
