@@ -92,7 +92,7 @@ def clear_run(out: Path):
 # %% ../nbs/89_jobs.ipynb #60f0c04a
 import torch
 from .core import write_json
-from .data.training_sets import TRAINING_SETS, build_dataset, image_shape
+from .data.training_sets import TRAINING_SETS, build_dataset, image_shape, training_set_reads
 import inspect
 from .nets import MODELS
 from .objectives.base import OBJECTIVES, SAMPLERS, check_params, default_dataset
@@ -130,9 +130,11 @@ def build_model_for(kind: str, shape: tuple, latent_dim: int = 10, z_dim: int = 
 DEFAULT_BATCH_SIZE, DEFAULT_LR = 64, 5e-4
 
 
-def _resume_check(out: Path, method: str, dataset: str, steps: int, batch_size, lr, precision=None) -> tuple[int, float]:
+def _resume_check(out: Path, method: str, dataset: str, steps: int, batch_size, lr, precision=None,
+                  reads: dict | None = None) -> tuple[int, float]:
     """The checkpoint's batch size and lr. `--resume` continues a run with its own settings: a different --lr,
-    --batch-size or --precision, method or dataset, or no step left to train is a one-line error showing both values."""
+    --batch-size or --precision, method or dataset, data other than the run read (`reads`: the official dSprites, the full
+    MNIST, ... where the data directory decides), or no step left to train is a one-line error showing both values."""
     ckpt = out / "checkpoint"
     cfg = read_checkpoint_config(ckpt)
     saved = cfg["train"]
@@ -150,6 +152,10 @@ def _resume_check(out: Path, method: str, dataset: str, steps: int, batch_size, 
             if prev.get(key) != given:
                 raise InputError(f"--{key} {given} differs from the run's {key} {prev.get(key)} ({out / 'run.json'}); "
                                  "resume with the same one, or start a new run")
+        words = lambda r: ", ".join(f"{k} ({v})" for k, v in r.items()) or "the package's own data"
+        if prev.get("reads", {}) != (reads or {}):
+            raise InputError(f"the run read {words(prev.get('reads', {}))} ({out / 'run.json'}), the data directory now gives "
+                             f"{words(reads or {})}: resume it on the data it trained on (DISENTBOOK_DATA), or start a new run")
     if steps <= cfg["step"]:
         raise InputError(f"--steps {steps} is not more than the {cfg['step']} steps the checkpoint has done; --steps is the "
                          "total: pass a larger value to continue")
@@ -178,7 +184,7 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
     if threads is not None: torch.set_num_threads(int(threads))
     with run_lock(Path(out_dir)) as out:
         if resume:
-            batch_size, lr = _resume_check(out, method, dataset, steps, batch_size, lr, precision)
+            batch_size, lr = _resume_check(out, method, dataset, steps, batch_size, lr, precision, training_set_reads(dataset, data_params))
             if init is None: init = read_checkpoint_config(out / "checkpoint")["model"].get("init")
         else:
             clear_run(out) if overwrite else refuse_existing(out)
@@ -203,7 +209,7 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
             write_json(dict(method=method, dataset=dataset, params=params, data_params=dict(data_params or {}), seed=seed,
                              eval_points=eval_points, model=model.config, device=str(dev), precision=trainer.precision,
                              precision_reason=trainer.precision_reason, precision_asked=config.precision,
-                             channels_last=trainer.channels_last,
+                             channels_last=trainer.channels_last, **({"reads": reads} if (reads := training_set_reads(dataset, data_params)) else {}),
                              torch=torch.__version__, threads=torch.get_num_threads()), out / "run.json")
         trainer.fit()
         model = trainer.model

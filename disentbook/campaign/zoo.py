@@ -128,12 +128,10 @@ class ZooRecipe(Subject):
         self.title = f"{name}: {self.recipe.method} " + ", ".join(f"{k} = {v:g}" for k, v in self.recipe.params.items()) \
             + "".join(f", {k} {v}" for k, v in self.recipe.model.items())
     def identity(self) -> dict:
-        from disentbook.data.dsprites import dsprites_in_use
-        from disentbook.repro.declare import OWN_SOURCES
-        found = dsprites_in_use()                                   # the official npz in the data directory, or procedural
+        from disentbook.data.training_sets import training_set_reads
         return dict(recipe=self.name, method=self.recipe.method, params=self.recipe.params, settings=SETTINGS,
                     rule=self.rule.as_dict(), images=dict(choose=CURVE_IMAGES, check=CHECK_IMAGES, num_points=NUM_POINTS),
-                    reads={} if found in OWN_SOURCES else dict(dsprites=found),
+                    reads=training_set_reads("dsprites"),     # {}: procedural; the official npz when the data directory has it
                     **({"model": self.recipe.model} if self.recipe.model else {}))   # (records written before read the same)
     def same_identity(self, key: str, recorded, now) -> bool:
         """A record's settings with a 'precision' (written when it was one setting for every seed) match without it; the

@@ -13,13 +13,14 @@ from ..core import InputError, Registry
 from .base import GroundTruthData
 from .colored_mnist import ColoredMNIST, PairSampler
 from .digit_style import DigitStyle, ReferenceSampler, make_digit_style
-from .digits import load_digits
-from .dsprites import DSprites
-from .grassy import ContrastiveData, make_grassy_mnist
+from .digits import digits_in_use, load_digits
+from .dsprites import DSprites, dsprites_in_use
+from .grassy import ContrastiveData, grass_in_use, make_grassy_mnist
 from .samplers import SingleSampler, TargetBackgroundSampler
 
 # %% auto #0
-__all__ = ['TRAINING_SETS', 'TrainingSet', 'build_dataset', 'image_shape', 'make_sampler', 'training_sampler']
+__all__ = ['OWN_SOURCES', 'TRAINING_SETS', 'TrainingSet', 'not_own', 'training_set_reads', 'build_dataset', 'image_shape',
+           'make_sampler', 'training_sampler']
 
 # %% ../../nbs/02a_data_training_sets.ipynb #4a528a4c
 @dataclasses.dataclass
@@ -28,23 +29,48 @@ class TrainingSet:
     build: Callable
     sampler: str
     help: str
+    reads: Callable | None = None       # fn(data_params) -> {data: source}: what it takes now where the data directory decides
 
+OWN_SOURCES = frozenset({"procedural", "embedded", "skimage"})     # data the package renders or ships itself
+
+def not_own(found: dict) -> dict:
+    "{data: source} of `found` whose source is not the package's own (`OWN_SOURCES`), by name."
+    return {k: v for k, v in sorted(found.items()) if v not in OWN_SOURCES}
+
+def _auto(kw: dict, key: str, now) -> str:
+    "The source the builder's `key` argument names, the data directory's (`now(root)`) where it says 'auto'."
+    src = kw.get(key, "auto")
+    return now(kw.get("root")) if src == "auto" else src
+
+_DIGITS = lambda key: (lambda kw: dict(digits=_auto(kw, key, digits_in_use)))
 TRAINING_SETS = Registry("dataset")
 TRAINING_SETS.update(
-    dsprites=TrainingSet(DSprites, "single", "dSprites 64x64 (procedural unless the official file is present); metrics MIG, DCI, FactorVAE score"),
-    digits=TrainingSet(load_digits, "single", "digits 28x28 (MNIST when present, else the embedded set); metrics linear probe, reconstruction"),
+    dsprites=TrainingSet(DSprites, "single", "dSprites 64x64 (procedural unless the official file is present); metrics MIG, DCI, FactorVAE score",
+                         reads=lambda kw: dict(dsprites=_auto(kw, "source", dsprites_in_use))),
+    digits=TrainingSet(load_digits, "single", "digits 28x28 (MNIST when present, else the embedded set); metrics linear probe, reconstruction",
+                       reads=_DIGITS("source")),
     grassy=TrainingSet(functools.partial(make_grassy_mnist, "linear"), "target_background",
-                       "linear Grassy-MNIST (Eq. 10): digits on grass vs grass; metrics clustering accuracy / silhouette of z and s"),
+                       "linear Grassy-MNIST (Eq. 10): digits on grass vs grass; metrics clustering accuracy / silhouette of z and s",
+                       reads=lambda kw: dict(digits=_auto(kw, "digits", digits_in_use), grass=_auto(kw, "grass", grass_in_use))),
     grassy_nl=TrainingSet(functools.partial(make_grassy_mnist, "nonlinear"), "target_background",
-                          "non-linear Grassy-MNIST (Eq. 11); metrics as grassy"),
+                          "non-linear Grassy-MNIST (Eq. 11); metrics as grassy",
+                          reads=lambda kw: dict(digits=_auto(kw, "digits", digits_in_use), grass=_auto(kw, "grass", grass_in_use))),
     digit_style=TrainingSet(functools.partial(make_digit_style, size=28), "reference",
                             "MNIST digit style (reference-based VAEs): edge-detected references vs digits of random stroke "
-                            "width, colour and scale; metrics: linear probes of the style (MAE) from the codes"),
+                            "width, colour and scale; metrics: linear probes of the style (MAE) from the codes",
+                            reads=_DIGITS("source")),
     colored_mnist=TrainingSet(ColoredMNIST, "pair", "Colored-MNIST on real digits, pairs of one class changing k known "
                               "nuisances (weak supervision); metrics: average and worst-group accuracy of a linear class "
-                              "probe on the code, tested on the test split (new digits, colours and backgrounds)"),
+                              "probe on the code, tested on the test split (new digits, colours and backgrounds)",
+                              reads=_DIGITS("source")),
     rotated_colored_mnist=TrainingSet(functools.partial(ColoredMNIST, rotation=True), "pair",
-                                      "Rotation-Colored-MNIST; pairs and metrics as colored_mnist"))
+                                      "Rotation-Colored-MNIST; pairs and metrics as colored_mnist", reads=_DIGITS("source")))
+
+def training_set_reads(dataset: str, data_params: dict | None = None) -> dict:
+    """What the training set `dataset`, built with `data_params`, reads from the data directory now instead of the
+    package's own data ({} when nothing): a run records it, and goes on only on the same."""
+    ts = TRAINING_SETS[dataset]
+    return not_own(ts.reads(dict(data_params or {}))) if ts.reads else {}
 
 def build_dataset(dataset: str, data_params: dict | None = None):
     "The training set `dataset` built with `data_params` (checked against its builder's arguments)."

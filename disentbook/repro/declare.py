@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..core import InputError, Registry
+from ..data.training_sets import not_own
 from .claims import SCALE_ORDER
 
 # %% auto #0
-__all__ = ['PAPERS', 'OWN_SOURCES', 'HISTORY_ROWS', 'CURVE', 'CURVE_LENGTHS', 'Metric', 'Table', 'Paper', 'data_reads',
-           'register_paper', 'curve_lengths_path', 'curve_lengths', 'cpu_scale', 'scale_config', 'scale_seeds']
+__all__ = ['PAPERS', 'HISTORY_ROWS', 'CURVE', 'CURVE_LENGTHS', 'Metric', 'Table', 'Paper', 'data_reads', 'register_paper',
+           'curve_lengths_path', 'curve_lengths', 'cpu_scale', 'scale_config', 'scale_seeds']
 
 # %% ../../nbs/80e_repro_declare.ipynb #db32924d
 @dataclasses.dataclass
@@ -105,14 +106,12 @@ class Paper:
 from ..core import REPRO_MODULES
 PAPERS = Registry("paper", REPRO_MODULES)
 
-OWN_SOURCES = frozenset({"procedural", "embedded", "skimage"})     # data the package renders or ships itself
-
 def data_reads(paper: Paper, dataset: str, cfg: dict, options: dict | None = None) -> dict:
     """{data: source} that a run of `paper` on `dataset` reads from the data directory now instead of the package's own
-    data (`OWN_SOURCES`): {} when it reads only what the package makes. Runs and learning curves record it, so that a
+    data (`data.training_sets.not_own`): {} when it reads only what the package makes. Runs and learning curves record it, so that a
     run measured on one source never goes on, nor is reused, on another."""
     found = paper.reads(dataset, cfg, options or {}) if paper.reads else {}
-    return {k: v for k, v in sorted(found.items()) if v not in OWN_SOURCES}
+    return not_own(found)
 
 def register_paper(paper: Paper) -> Paper:
     "Register `paper` by name (the Ray runner finds it there in its workers)."
