@@ -138,9 +138,17 @@ def finish_from_runs(paper: Paper, out_dir, scale: str, seed: int = 0, device_na
         jobs, where = reproduction_jobs(paper, ctx, cfg, out, ctx.device)
         saved = [run_dir(out, j["dataset"], j["spec"], int(j["seed"])) / "eval.json" for j in jobs]
         evals = [json.loads(f.read_text()) if f.exists() else {} for f in saved]
-        lack = [f.parent.relative_to(out).as_posix() for f, e, j in zip(saved, evals, jobs) if e.get("settings") != run_settings(j)]
-        if lack: raise InputError(f"{len(lack)} of {len(jobs)} runs have no evaluation with the {scale} scale's settings "
-                                  f"(first: {lack[0]}): resume the reproduction (--resume) to train them")
+        lack = [(f.parent.relative_to(out).as_posix(), e.get("settings") or {}, run_settings(j))
+                for f, e, j in zip(saved, evals, jobs) if e.get("settings") != run_settings(j)]
+        if lack:
+            first, was, now = lack[0]
+            other = [f"{k} ({v})" for k, v in now.get("reads", {}).items()] or ["the package's own data"]
+            if was and {k: v for k, v in was.items() if k != "reads"} == {k: v for k, v in now.items() if k != "reads"}:
+                raise InputError(f"{len(lack)} of {len(jobs)} runs were made on other data than the data directory gives "
+                                 f"now ({', '.join(other)}; first: {first}): collect them with the data they were made on "
+                                 "(DISENTBOOK_DATA)")
+            raise InputError(f"{len(lack)} of {len(jobs)} runs have no evaluation with the {scale} scale's settings "
+                             f"(first: {first}): resume the reproduction (--resume) to train them")
         for tname, s, sd, j in where: ctx.results.setdefault(tname, {}).setdefault(ctx.row(s), []).append(evals[j]["metrics"])
         ctx.device_name, ctx.notes = device_name or "not recorded (the runs' device)", [str(n) for n in notes]
         run_s = sum(float(e["metrics"].get("train_seconds_member_share", e["metrics"].get("train_seconds", 0.0)))
