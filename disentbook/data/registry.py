@@ -336,8 +336,8 @@ def download_mirror(info: DatasetInfo, folder, timeout: float = 60) -> dict[str,
                         with open(part, "wb") as o:
                             for block in iter(lambda: src.read(1 << 20), b""): o.write(block); sha.update(block); n += len(block)
                         if (f.size is not None and n != f.size) or (f.sha256 is not None and sha.hexdigest() != f.sha256):
-                            raise CorruptFileError(f"{name} from {m.url}: {n:,} bytes, sha256 {sha.hexdigest()}; expected "
-                                                   f"{f.size:,} bytes, sha256 {f.sha256}; it was not kept")
+                            raise CorruptFileError(f"{name} from {m.url}: {_size(n)}, sha256 {sha.hexdigest()}; expected "
+                                                   f"{_size(f.size)}, sha256 {f.sha256}; it was not kept")
                     out[name] = folder / name
         except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as e:
             raise CorruptFileError(f"{m.url}: not a readable archive ({e}); nothing more was kept") from None
