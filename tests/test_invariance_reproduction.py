@@ -240,7 +240,7 @@ def test_the_colour_shift_diagnosis_scores_every_background_and_reports_its_file
     assert (tmp_path / "committed.png").stat().st_size > 0
     monkeypatch.setattr(M, "OUT", tmp_path / "shift.json"); monkeypatch.setattr(M, "FIGURE", tmp_path / "shift.png")
     monkeypatch.setattr(M, "WORK", tmp_path / "work"); monkeypatch.setattr(M, "LEVELS", (0.1, 0.9))
-    monkeypatch.setattr(M, "N_IMAGES", 40); monkeypatch.setattr(M, "MEASURE", [("inv_cnn", 1, (3, 5))])
+    monkeypatch.setattr(M, "N_IMAGES", 40); monkeypatch.setattr(M, "MEASURE", {"embedded": [("inv_cnn", 1, (3, 5))]})
     with contextlib.redirect_stdout(io.StringIO()): M.main([])
     done = json.loads((tmp_path / "shift.json").read_text())["runs"]
     assert list(done) == ["inv_cnn/seed1/3", "inv_cnn/seed1/5"] and (tmp_path / "shift.png").stat().st_size > 0
