@@ -62,11 +62,12 @@ def _data_words(reads) -> str:
 def read_curve(root, subj: Subject) -> dict:
     "The subject's curve record (a new one if none); a record of another identity, or not readable JSON, is refused."
     f = subj.curve_file(root)
-    new = dict(subj.identity(), grid=list(subj.grid), seeds={})
+    ident = subj.identity()
+    new = dict(ident, grid=list(subj.grid), seeds={})
     if not f.is_file(): return new
     try: d = json.loads(f.read_text())
     except ValueError: raise CampaignError(f"{f} is not readable JSON; restore it with `git checkout {f}`") from None
-    for k, v in subj.identity().items():
+    for k, v in ident.items():
         if k == "reads" and not subj.same_identity(k, d.get(k), v):
             raise CampaignError(f"{f} was measured on {_data_words(d.get(k))}, but the data directory now gives {_data_words(v)}; "
                                 "a curve goes on only on the data it was measured on (move those files out of the data "

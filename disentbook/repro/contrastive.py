@@ -9,8 +9,7 @@ import numpy as np
 import torch
 
 from ..core import InputError, to_numpy
-from ..data.digits import digits_in_use
-from ..data.grassy import grass_in_use
+from ..data.training_sets import training_set_reads
 from ..eval.protocols import tsne_embedding
 from ..eval.viz import image_grid
 from ..objectives.contrastive import NETS
@@ -348,8 +347,7 @@ def _notes(ctx) -> list[str]:
 
 def contrastive_reads(dataset: str, cfg: dict, options: dict) -> dict:
     "Grassy-MNIST's digits and grass as the data directory gives them now (the face sets are always the user's files)."
-    root = options.get("data_root")
-    return dict(digits=digits_in_use(root), grass=grass_in_use(root)) if dataset in ("L-MNIST", "NL-MNIST") else {}
+    return training_set_reads("grassy", dict(root=options.get("data_root"))) if dataset in ("L-MNIST", "NL-MNIST") else {}
 
 CONTRASTIVE = Paper(
     name="contrastive", title="Contrastive disentanglement (ICLR 2020 submission)", scales=CONTRASTIVE_SCALES, tables=TABLES,

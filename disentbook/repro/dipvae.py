@@ -12,7 +12,8 @@ import torch
 from ..core import InputError, make_generator, to_numpy
 from ..data.base import LabelledImages
 from ..data.celeba import load_celeba
-from ..data.dsprites import DSprites, dsprites_in_use
+from ..data.dsprites import DSprites
+from ..data.training_sets import training_set_reads
 from ..eval import dipvae as dip
 from ..eval.scores import encode_means
 from ..training.run import model_spec
@@ -343,7 +344,7 @@ def dipvae_figures(ctx) -> dict:
 DIPVAE = Paper(
     name="dipvae", title="DIP-VAE (Kumar et al., ICLR 2018)", scales=DIPVAE_SCALES, tables=TABLES,
     data=load_dipvae_data, evaluate=evaluate_dipvae, claims=dipvae_claims, figures=(dipvae_figures,),
-    reads=lambda dataset, cfg, options: dict(dsprites=dsprites_in_use()) if dataset == "dsprites" else {},
+    reads=lambda dataset, cfg, options: training_set_reads("dsprites") if dataset == "dsprites" else {},
     options=dict(sweep=None, celeba_root=None, length="curves"), learned=GATES, pixels=zdiff_pixels,
     sensitivity=("length",), configure=configure_dipvae,
     notes=lambda ctx: [

@@ -10,7 +10,7 @@ import torch
 
 from ..core import make_generator
 from ..data.colored_mnist import PALETTES, PairSampler
-from ..data.digits import digits_in_use
+from ..data.training_sets import training_set_reads
 from ..data.shapes3d import Shapes3D, SHAPES3D_VALUES, shapes3d_in_use
 from ..data.mpi3d import MPI3D
 from ..objectives import invariance as inv
@@ -307,8 +307,7 @@ def invariance_reads(dataset: str, cfg: dict, options: dict) -> dict:
     "Colored-MNIST's digits and 3dShapes as the data directory gives them now, where the config leaves the choice to it."
     d = cfg.get("data") or {}
     if dataset in ("colored-mnist", "rc-mnist"):
-        src = d.get("source", "auto")
-        return dict(digits=digits_in_use() if src == "auto" else src)
+        return training_set_reads("colored_mnist", dict(source=d.get("source", "auto")))
     if dataset.startswith("shapes3d"):
         src = d.get("shapes3d_source", "auto")
         return dict(shapes3d=shapes3d_in_use() if src == "auto" else src)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ..core import InputError, make_generator, to_numpy
-from ..data.digits import digits_in_use
+from ..data.training_sets import training_set_reads
 from ..data.digit_style import STYLE_NAMES, ReferenceSampler, affectnet_reference, make_digit_style
 from ..data.affectnet import load_affectnet
 from ..nets import VAE
@@ -322,7 +322,7 @@ def _notes(ctx) -> list[str]:
 def refvae_reads(dataset: str, cfg: dict, options: dict) -> dict:
     "The digits of the MNIST table as the data directory gives them now, where the config leaves the choice to it."
     src = (cfg.get("data") or {}).get("source", "auto")
-    return dict(digits=digits_in_use(options.get("root")) if src == "auto" else src) if dataset == "MNIST" else {}
+    return training_set_reads("digit_style", dict(source=src, root=options.get("root"))) if dataset == "MNIST" else {}
 
 REFVAE_PAPER = Paper(
     name="refvae", title="Reference-based VAEs (Ruiz et al., 2019): Table 1 and Figures 4-5",

@@ -12,7 +12,8 @@ import torch
 from ..core import InputError, make_generator, to_float_images
 from ..data.base import LabelledImages
 from ..data.chairs import load_chairs
-from ..data.dsprites import DSprites, dsprites_in_use
+from ..data.dsprites import DSprites
+from ..data.training_sets import training_set_reads
 from ..data.smallnorb import load_smallnorb
 from ..objectives import tcwae as tc
 from ..training.run import model_spec
@@ -336,7 +337,7 @@ def tcwae_figures(ctx) -> dict:
 TCWAE = Paper(
     name="tcwae", title="TCWAE (Gaujac et al.)", scales=TCWAE_SCALES, tables=TABLES, data=load_tcwae_data,
     evaluate=evaluate_tcwae, claims=tcwae_claims, figures=(tcwae_figures,), learned=GATES,
-    reads=lambda dataset, cfg, options: dict(dsprites=dsprites_in_use()) if dataset.startswith("dsprites") else {},
+    reads=lambda dataset, cfg, options: training_set_reads("dsprites") if dataset.startswith("dsprites") else {},
     options=dict(sweep=None, data="dsprites", smallnorb_root=None, chairs_root=None, celeba_root=None), sensitivity=("data", "sweep"),
     notes=lambda ctx: [
         "Adam lr 4e-4, betas (0.9, 0.999), eps 8e-4; discriminators " + str(ctx.cfg.get("objective")) + ", betas (0.5, 0.9). "

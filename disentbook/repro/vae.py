@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 
 from ..core import check_images, make_generator, to_float_images
-from ..data.dsprites import DSprites, dsprites_in_use
+from ..data.dsprites import DSprites
+from ..data.training_sets import training_set_reads
 from ..training.run import model_spec
 from ..eval.viz import reconstruction_figure
 from ..objectives.vae import gaussian_kl
@@ -105,7 +106,7 @@ def _figures(ctx):
 VAE_PAPER = Paper(
     name="vae", title="β-VAE (Higgins et al., ICLR 2017) on procedural dSprites", values="dipvae", scales=VAE_SCALES,
     tables=(VAE_TABLE,), data=lambda name, cfg, seed, options: DSprites(), evaluate=evaluate_beta_vae,
-    reads=lambda dataset, cfg, options: dict(dsprites=dsprites_in_use()),
+    reads=lambda dataset, cfg, options: training_set_reads("dsprites"),
     claims=_claims, figures=(_figures,), options=dict(beta=4.0), sensitivity=("beta",),
     learned=(Gate("recon_error_per_pixel", "<", "mean_image_error_per_pixel", "reconstructs better than the mean image"),
              untrained_gate("mig", ">", 0.02, "disentangles more than the same network untrained (MIG, by 0.02)")),
