@@ -16,7 +16,7 @@ from .ledger import WORK, CampaignError, Clock, emulated, write_json_atomic
 
 # %% auto #0
 __all__ = ['LIVE', 'PAIR_GAIN', 'PROBE', 'PROBES', 'Subject', 'read_curve', 'seed_values', 'horizon', 'record_lock',
-           'measure_along', 'add_row', 'default_workers', 'live_seeds', 'share_cores', 'exit_with_parent',
+           'measure_along', 'set_aside', 'add_row', 'default_workers', 'live_seeds', 'share_cores', 'exit_with_parent',
            'seconds_per_step', 'alone_rate', 'record_probe', 'probed_rate', 'seeds_at_once', 'along_seeds',
            'train_curves', 'train_subjects', 'train_seeds', 'curve_figure', 'write_curve_figure']
 
@@ -119,8 +119,14 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
     step_s, eval_s = clock.rates.get(subj.name, (None, None))
     probe, told = step_s is None and subj.timed, False
     if probe and (rate := seconds_per_step(read_curve(root, subj), here=True)) is not None: (step_s, eval_s), probe = rate, False
+    recorded = lambda: {r["steps"]: r for r in read_curve(root, subj)["seeds"].get(str(seed), [])}
+    live, rows = subj.step_of(root, seed), recorded()
+    if rows and 0 < live < max(rows):      # a live run short of its seed's rows never measured them: another run's
+        subj.restart(root, seed); live = 0
+    again = bool(rows) and live == 0       # rows of a run this folder does not hold: trained again, measured again
     for L in sorted(lengths):
-        if any(r["steps"] == L for r in read_curve(root, subj)["seeds"].get(str(seed), [])): continue
+        was = recorded().get(L)
+        if was is not None and not again: continue
         subj.check_run(root, seed)
         if subj.step_of(root, seed) > L: subj.restart(root, seed)   # a run past a length it never measured: train it again
         at = subj.step_of(root, seed)
@@ -148,8 +154,29 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
         t1 = active_time()
         row = dict(subj.measure(root, seed, L), steps=int(L))
         if L > at: clock.rates[subj.name] = step_s, eval_s = (t1 - t0) / (L - at), active_time() - t1
+        if was is not None:                                      # the run trained again meets a recorded length
+            if row.get(subj.key) == was.get(subj.key): continue  # the same run, bit for bit: the row stays
+            set_aside(root, subj, seed, None, f"its run, trained again from its seed, measured {subj.key} "
+                      f"{row.get(subj.key):.6g} at {L:,} steps where these rows record {was.get(subj.key):.6g}: another run's", say)
+            again = False
         add_row(root, subj, seed, row, say)
     return True
+
+def set_aside(root, subj: Subject, seed: int, steps, why: str, say=print) -> None:
+    """Move `seed`'s rows at `steps` (None: all of them) out of the subject's curve into its record's `set_aside`, with
+    `why`: rows that are not one run's with the seed's others. They stay in the record, read by no rule."""
+    with record_lock(root):
+        curve = read_curve(root, subj)
+        rows = curve["seeds"].get(str(seed), [])
+        out = [r for r in rows if steps is None or r["steps"] in steps]
+        if not out: return
+        keep = [r for r in rows if r not in out]
+        if keep: curve["seeds"][str(seed)] = keep
+        else: curve["seeds"].pop(str(seed))
+        curve.setdefault("set_aside", {}).setdefault(str(seed), []).append(dict(why=why, rows=out))
+        write_json_atomic(subj.curve_file(root), curve)
+    write_curve_figure(root, subj)
+    say(f"{subj.name} seed {seed}: {len(out)} row(s) set aside ({why})")
 
 def add_row(root, subj: Subject, seed: int, row: dict, say=print) -> None:
     "Add `row` (a measured length) to `seed`'s rows in the subject's record and draw its figure again."
