@@ -315,7 +315,8 @@ def along_seeds(root, subj: Subject, seeds, lengths, clock: Clock, say=print, wo
         # time the machine, `measure_along`), and the rest planned on that rate
         s0 = max(todo, key=lambda s: subj.step_of(root, s))
         have = {r["steps"] for r in c["seeds"].get(str(s0), [])}
-        if not measure_along(root, subj, s0, [L for L in sorted(lengths) if L not in have][:1], clock, say): return False
+        upto = min(L for L in lengths if L not in have)          # with the lengths its rows hold below: a run trained
+        if not measure_along(root, subj, s0, [L for L in sorted(lengths) if L <= upto], clock, say): return False   # again measures them
         todo = lacking()
     while True:              # again after a round that finished some seeds and not others: the rest re-planned
         w = seeds_at_once(root, subj, todo, lengths, clock, workers)
