@@ -401,7 +401,8 @@ def curve_figure(curve: dict, key: str = "mig", title: str | None = None):
                         capsize=2, label=f"{what} ({len(m)} seeds)")
     if "choice" in curve: ax.axvline(curve["choice"]["steps"], color="C3", ls=":", label="chosen length")
     ax.set_xlabel("training steps"); ax.set_ylabel(key)
-    ax.set_title(title or curve.get("name", ""), fontsize=9); ax.grid(alpha=0.3); ax.legend(fontsize=6, ncol=2)
+    ax.set_title(title or curve.get("name", ""), fontsize=9); ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]: ax.legend(fontsize=6, ncol=2)       # (no seed left: rows set aside)
     fig.tight_layout()
     return fig
 
