@@ -39,6 +39,11 @@ class Subject:
         from disentbook.training.checkpoints import read_checkpoint_config
         ck = self.run_dir(root, seed) / "checkpoint"
         return int(read_checkpoint_config(ck)["step"]) if (ck / "config.json").is_file() else 0
+    def run_of(self, root, seed: int) -> str | None:
+        "The name of the seed's live run (`Trainer.run_id`, kept by its checkpoints); None: no run, or one not named."
+        from disentbook.training.checkpoints import read_checkpoint_config
+        ck = self.run_dir(root, seed) / "checkpoint"
+        return read_checkpoint_config(ck).get("run_id") if (ck / "config.json").is_file() else None
     def restart(self, root, seed: int) -> None:
         "Remove the seed's run folder (to train it again from its seed)."
         import shutil
@@ -121,8 +126,9 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
     if probe and (rate := seconds_per_step(read_curve(root, subj), here=True)) is not None: (step_s, eval_s), probe = rate, False
     recorded = lambda: {r["steps"]: r for r in read_curve(root, subj)["seeds"].get(str(seed), [])}
     live, rows = subj.step_of(root, seed), recorded()
-    if rows and 0 < live < max(rows):      # a live run short of its seed's rows never measured them: another run's
-        subj.restart(root, seed); live = 0
+    named = {r.get("run") for r in rows.values()} - {None}       # the runs the rows say they measured (older rows: none)
+    if rows and 0 < live and (live < max(rows) or (named and subj.run_of(root, seed) not in named)):
+        subj.restart(root, seed); live = 0  # a live run short of its rows, or named otherwise, never measured them: another run's
     again = bool(rows) and live == 0       # rows of a run this folder does not hold: trained again, measured again
     for L in sorted(lengths):
         was = recorded().get(L)
@@ -153,9 +159,11 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
         if not subj.train_to(root, seed, L, clock, say): return False
         t1 = active_time()
         row = dict(subj.measure(root, seed, L), steps=int(L))
+        if (run := subj.run_of(root, seed)) is not None: row["run"] = run      # which run measured it
         if L > at: clock.rates[subj.name] = step_s, eval_s = (t1 - t0) / (L - at), active_time() - t1
         if was is not None:                                      # the run trained again meets a recorded length
-            if row.get(subj.key) == was.get(subj.key): continue  # the same run, bit for bit: the row stays
+            if row.get(subj.key) == was.get(subj.key):           # the same run, bit for bit: the row is this run's now
+                add_row(root, subj, seed, row, say, again=True); continue
             set_aside(root, subj, seed, None, f"its run, trained again from its seed, measured {subj.key} "
                       f"{row.get(subj.key):.6g} at {L:,} steps where these rows record {was.get(subj.key):.6g}: another run's", say)
             again = False
@@ -178,15 +186,18 @@ def set_aside(root, subj: Subject, seed: int, steps, why: str, say=print) -> Non
     write_curve_figure(root, subj)
     say(f"{subj.name} seed {seed}: {len(out)} row(s) set aside ({why})")
 
-def add_row(root, subj: Subject, seed: int, row: dict, say=print) -> None:
-    "Add `row` (a measured length) to `seed`'s rows in the subject's record and draw its figure again."
+def add_row(root, subj: Subject, seed: int, row: dict, say=print, again: bool = False) -> None:
+    """Add `row` (a measured length) to `seed`'s rows in the subject's record (in place of a row at the same length: the
+    run trained again that measured it bit for bit, `again`) and draw its figure again."""
     with record_lock(root):                                      # read, add, write: one process at a time
         curve = read_curve(root, subj)
-        curve["seeds"].setdefault(str(seed), []).append(row)
+        rows = [r for r in curve["seeds"].get(str(seed), []) if r["steps"] != row["steps"]] + [row]
+        curve["seeds"][str(seed)] = sorted(rows, key=lambda r: r["steps"])
         curve["seeds"] = dict(sorted(curve["seeds"].items(), key=lambda kv: int(kv[0])))   # whichever seed came first
         write_json_atomic(subj.curve_file(root), curve)
         write_curve_figure(root, subj)
-    say(f"{subj.name} seed {seed} at {row['steps']:,} steps: {subj.key} {row.get(subj.key, float('nan')):.4g}")
+    say(f"{subj.name} seed {seed} at {row['steps']:,} steps: {subj.key} {row.get(subj.key, float('nan')):.4g}"
+        + (" (its row, measured again bit for bit)" if again else ""))
 
 def default_workers() -> int:
     "Seeds a campaign's curve stage trains at once: one per core (1 where the system has no file locks)."

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/13b_training_trainer.ipynb #e30d7a2b
 from __future__ import annotations
-import contextlib, dataclasses, io, os, warnings
+import contextlib, dataclasses, io, os, secrets, warnings
 from pathlib import Path
 from typing import Callable
 
@@ -91,6 +91,10 @@ class Trainer:
         # that did not record it)
         self.train_seconds: float | None = 0.0; self._fit_t0: float | None = None
         self.train_clock = "active"   # 'wall': part of train_seconds was timed by a clock that counted stops
+        # the run's name: drawn when a run begins (from the OS, not torch's generators), kept by every checkpoint and
+        # resume, so anything measured on the run can say which run it was; `run_named_at` the step it was drawn at (0:
+        # the run's start; a run resumed from a checkpoint written before runs were named is named where it resumed)
+        self.run_id, self.run_named_at = secrets.token_hex(6), 0
         if self.out_dir is not None: clean_run_dir(self.out_dir)   # leftovers of a crashed save
         # the global generator's state (reparameterisation noise) at `step`: an ensemble member draws from a copy of it
         self.noise_state = (self.step, device_rng_state(self.device))
@@ -331,7 +335,7 @@ def _save_checkpoint(self: Trainer, path: str | os.PathLike | None, keep: bool) 
                model=json_config(self.model, "model", "kind"),
                objective=json_config(self.objective, "objective", "name"),
                train=self.config.to_dict(), torch_version=torch.__version__, train_seconds=self.elapsed(),
-               train_clock=self.train_clock, precision=self.precision,
+               train_clock=self.train_clock, precision=self.precision, run_id=self.run_id, run_named_at=self.run_named_at,
                disentbook_version=sys.modules["disentbook"].__version__)   # the package: imported before any module of it
     buf = io.BytesIO(); torch.save(state, buf); blob = buf.getvalue()
     write_checkpoint(path, blob, cfg)
@@ -359,6 +363,8 @@ def _load_into(self: Trainer, path: str | os.PathLike) -> Trainer:
     self._last_good = (self.step, Path(path))
     self.train_seconds = ck["config"].get("train_seconds")    # None in checkpoints written before it was recorded
     self.train_clock = ck["config"].get("train_clock", "wall")  # older checkpoints: timed by the wall clock
+    # the run's name goes on with it; a checkpoint written before runs were named: the run is named here, at its step
+    self.run_id, self.run_named_at = ck["config"].get("run_id") or self.run_id, ck["config"].get("run_named_at", self.step)
     self.noise_state = (self.step, device_rng_state(self.device))
     used = ck["config"].get("precision")     # what the run computed in: kept, so a run never changes precision half-way
     if used in ("bf16", "fp32") and used != self.precision:            # (checkpoints written before it say nothing)
