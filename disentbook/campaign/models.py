@@ -116,12 +116,18 @@ def ship(root, name: str, dest: Path, say=print, gpu: bool = False) -> dict:
         f"five seeds {sel['check_mean']:.3f} ± {sel['check_std']:.3f})")
     return card
 
-def shipped_from_zoo(name: str, dest: Path, gpu: bool = False) -> bool:
-    "Whether `dest` already holds recipe `name` shipped by this path (its card names the zoo's stage, `gpu`: the GPU one)."
-    f = Path(dest) / f"{name}.json"
+def shipped_from_zoo(name: str, dest: Path, gpu: bool = False, root=None) -> bool:
+    """Whether `dest` already holds recipe `name` shipped by this path (its card names the zoo's stage, `gpu`: the GPU
+    one) and, given the checkout `root`, shipped from its record's choice as it stands: a choice made again (under
+    another rule, or on rows that replaced those it read) ships the recipe again."""
     stage = f"gpu-zoo-{name}" if gpu else f"zoo-{name}"
-    try: return json.loads(f.read_text()).get("command") == f"python3 -m disentbook campaign --stage {stage}"
+    try: card = json.loads((Path(dest) / f"{name}.json").read_text())
     except (OSError, ValueError): return False
+    if card.get("command") != f"python3 -m disentbook campaign --stage {stage}": return False
+    if root is None: return True
+    from disentbook.campaign.gpuzoo import GpuZooRecipe
+    z = GpuZooRecipe(name) if gpu else zoo.ZooRecipe(name)
+    return card.get("length_record") == read_curve(root, z).get("choice", {}).get("record")
 
 # %% ../../nbs/89g_campaign_models.ipynb #02860de9
 END = "<!-- generated:end -->"

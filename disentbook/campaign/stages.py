@@ -87,14 +87,14 @@ def shipped_dir(root) -> Path:
     return checkout_models(root) or PRETRAINED_DIR
 
 def _ship(root, names, dest: Path, clock: Clock, say):
-    """Ship the zoo recipes `names` that `dest` does not hold from their record yet, then write the index of the shipped
-    models. The record, declared before either trains: the GPU stage's once it is done (its curves reach lengths the
+    """Ship the zoo recipes `names` that `dest` does not hold from their record's choice as it stands (a recipe whose
+    curves chose again ships again), then write the index of the shipped models. The record, declared before either trains: the GPU stage's once it is done (its curves reach lengths the
     CPU's do not), else the CPU stage's."""
     from disentbook.campaign import models
     led = read_ledger(Path(root) / LEDGER)["stages"]
     for n in names:
         gpu = led.get(f"gpu-zoo-{n}", {}).get("status") == "ok"
-        if models.shipped_from_zoo(n, dest, gpu): continue
+        if models.shipped_from_zoo(n, dest, gpu, root): continue
         clock.wait_while_paused()
         models.ship(root, n, dest, say, gpu=gpu)
     if names: models.write_index(root, dest)
