@@ -360,14 +360,15 @@ def train_curves(root, subj: Subject, clock: Clock, say=print, workers: int = 1)
     way (`workers` seeds at once, `along_seeds`), until the rule says they are done (the choice is then written into the
     record). A record that chose under another rule (one the subject reads again under its own, `Subject.same_identity`)
     keeps that choice, and the measurement of the weights trained again for it, in `former_choices`, and takes the
-    subject's rule. False when the budget ran out first; resumes where any earlier call stopped."""
+    subject's rule. A choice of the same length read on rows that changed since (a seed measured again) is written
+    again with the numbers it read. False when the budget ran out first; resumes where any earlier call stopped."""
     while (H := horizon(read_curve(root, subj), subj)) is not None:
         if not subj.along(root, subj.curve_seeds, [L for L in subj.grid if L <= H], clock, say, workers): return False
     curve = read_curve(root, subj)
     ch = choose_length(seed_values(curve, subj.curve_seeds, subj.key, subj.sign), subj.rule, subj.key)
     old = curve.get("choice", {})
     other_rule = "record" in old and old["record"].get("rule") != ch.record["rule"]
-    if old.get("steps") != ch.steps or other_rule:
+    if old.get("steps") != ch.steps or other_rule or old.get("record") != ch.record:
         if other_rule:                                                   # chosen under another rule: kept as history
             curve.setdefault("former_choices", []).append(dict(old, **({"again": curve.pop("again")} if "again" in curve else {})))
         if "rule" in curve: curve["rule"] = subj.rule.as_dict()
