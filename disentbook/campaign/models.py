@@ -147,9 +147,12 @@ def index_row(card: dict) -> str:
     figs = card.get("figures", {})
     links = " | ".join(f"[{k}]({_link(figs[k])})" if figs.get(k) else "—" for k in ("curve", "traversals"))
     cell = lambda v: f"{v:.3f}" if isinstance(v, (int, float)) else "—"
+    again = card.get("trained_again")                    # the shipped weights are not the run that measured the row
+    mark = " †" if again else ""
+    mig = again.get("mig") if again else row.get("mig")
     return (f"| `{card['name']}` | {card['method']}{f' ({params})' if params else ''} | {card['model'].get('hidden', '—')} | "
-            f"{L:,} | {card['train'].get('seed', 0)} | {cell(card.get('check', {}).get('mig'))} | {cell(row.get('mig'))} | "
-            f"{cell(row.get('factor_vae'))} | {gaps} | {row.get('active', '—')} | {rule} | {links} |")
+            f"{L:,} | {card['train'].get('seed', 0)} | {cell(card.get('check', {}).get('mig'))} | {cell(mig)} | "
+            f"{cell(row.get('factor_vae'))}{mark} | {gaps}{mark} | {row.get('active', '—')}{mark} | {rule} | {links} |")
 
 def write_index(root, dest: Path) -> Path:
     "Write `reports/pretrained/README.md` under `root` from the dSprites cards in `dest`; returns its path."
@@ -172,6 +175,9 @@ def write_index(root, dest: Path) -> Path:
     why = [f"`{c['name']}`: {c['length']}." for c in cards if c.get("length")]
     if why: lines += ["Why each length: " + " ".join(why), ""]
     lines += [f"`{c['name']}`: {c['selection']}." for c in cards if c.get("selection")]
+    again = [c for c in cards if c.get("trained_again")]
+    if again: lines += ["", "† measured on the run that measured the curve, not on the shipped weights: " + " ".join(
+        f"`{c['name']}`: {c['note']}" for c in again)]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines).rstrip("\n") + "\n\n" + END + kept)
     return out
