@@ -74,6 +74,7 @@ def ship(root, name: str, dest: Path, say=print, gpu: bool = False) -> dict:
     rows = sorted(curve["seeds"][str(seed)], key=lambda r: r["steps"])
     chose = next(r for r in rows if r["steps"] == L)
     row = curve["again"] if again else chose                 # the shipped weights' own measurement
+    emu = row.get("bf16_emulated") if again else any(q.get("bf16_emulated") for q in rows if q["steps"] <= L)   # of the weights' own training
     r, s = z.recipe, zoo.SETTINGS
     seeds_line = "; ".join(f"seed {k} {v['mig']:.3f} / {v['check_mig']:.3f}" for k, v in sel["seeds"].items())
     card = dict(name=name, method=r.method, dataset="dsprites", params=r.params, data_params={},
@@ -82,7 +83,7 @@ def ship(root, name: str, dest: Path, say=print, gpu: bool = False) -> dict:
                            device=(f"{row.get('machine', 'a GPU')}, the five seeds as one ensemble" if gpu else
                                    f"cpu ({row.get('machine', 'a CPU')}, {s['threads']} torch threads)"),
                            torch=torch.__version__, clock="active",
-                           **({"bf16_emulated": True} if any(q.get("bf16_emulated") for q in rows) else {})),
+                           **({"bf16_emulated": True} if emu else {})),
                 command=f"python3 -m disentbook campaign --stage {stage}", recipe=f"disentbook.campaign.zoo.RECIPES['{name}']",
                 source=r.source, **({"pilot": r.pilot} if r.pilot else {}), evaluation=P.EVALUATIONS["dsprites"],
                 curve=[{k: (round(v, 5) if isinstance(v, float) else v) for k, v in q.items() if k in KEEP or k.startswith("loss/")} for q in rows],
