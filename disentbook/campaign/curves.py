@@ -130,6 +130,7 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
     if rows and 0 < live and (live < max(rows) or (named and subj.run_of(root, seed) not in named)):
         subj.restart(root, seed); live = 0  # a live run short of its rows, or named otherwise, never measured them: another run's
     again = bool(rows) and live == 0       # rows of a run this folder does not hold: trained again, measured again
+    mine = set()                           # the lengths this run measured again bit for bit: its own rows, kept
     for L in sorted(lengths):
         was = recorded().get(L)
         if was is not None and not again: continue
@@ -163,8 +164,9 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
         if L > at: clock.rates[subj.name] = step_s, eval_s = (t1 - t0) / (L - at), active_time() - t1
         if was is not None:                                      # the run trained again meets a recorded length
             if row.get(subj.key) == was.get(subj.key):           # the same run, bit for bit: the row is this run's now
-                add_row(root, subj, seed, row, say, again=True); continue
-            set_aside(root, subj, seed, None, f"its run, trained again from its seed, measured {subj.key} "
+                add_row(root, subj, seed, row, say, again=True); mine.add(L); continue
+            aside = [s for s in recorded() if s not in mine]     # the other run's rows, not the ones this run measured alike
+            set_aside(root, subj, seed, aside, f"its run, trained again from its seed, measured {subj.key} "
                       f"{row.get(subj.key):.6g} at {L:,} steps where these rows record {was.get(subj.key):.6g}: another run's", say)
             again = False
         add_row(root, subj, seed, row, say)
