@@ -48,7 +48,7 @@ class GpuZooRecipe(zoo.ZooRecipe):
         from disentbook.training.checkpoints import read_checkpoint_config
         from disentbook.training.config import TrainConfig
         from disentbook.training.run import RunSpec
-        r, s = self.recipe, zoo.SETTINGS
+        r, s = self.recipe, zoo.recipe_settings(self.recipe)
         with torch.random.fork_rng(devices=[]):            # its config only: the run seeds, then builds the model
             model = build_model_for(OBJECTIVES[r.method].model_kind, image_shape(zoo.dsprites()), latent_dim=s["latent_dim"],
                                     hidden=s["hidden"], init=r.model.get("init")).config

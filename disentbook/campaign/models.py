@@ -75,7 +75,7 @@ def ship(root, name: str, dest: Path, say=print, gpu: bool = False) -> dict:
     chose = next(r for r in rows if r["steps"] == L)
     row = curve["again"] if again else chose                 # the shipped weights' own measurement
     emu = row.get("bf16_emulated") if again else any(q.get("bf16_emulated") for q in rows if q["steps"] <= L)   # of the weights' own training
-    r, s = z.recipe, zoo.SETTINGS
+    r, s = z.recipe, zoo.recipe_settings(z.recipe)
     seeds_line = "; ".join(f"seed {k} {v['mig']:.3f} / {v['check_mig']:.3f}" for k, v in sel["seeds"].items())
     card = dict(name=name, method=r.method, dataset="dsprites", params=r.params, data_params={},
                 train=dict(steps=L, batch_size=s["batch_size"], lr=s["lr"], seed=seed, seconds=row.get("train_seconds"),

@@ -51,7 +51,8 @@ def stages() -> dict:
     for name, r in zoo.RECIPES.items():
         z = zoo.ZooRecipe(name)
         what = (f"dSprites zoo: {name} ({r.method}, {', '.join(f'{k} = {v:g}' for k, v in r.params.items())}"
-                f"{''.join(f', {k} {v}' for k, v in r.model.items())}{', declared pilot' if r.pilot else ''}): curves over "
+                f"{''.join(f', {k} {v}' for k, v in r.model.items())}{''.join(f', {k} {v:g}' for k, v in r.settings.items())}"
+                f"{', declared pilot' if r.pilot else ''}): curves over "
                 f"seeds {', '.join(map(str, z.curve_seeds))} until the length rule holds"
                 + (f", then seeds {', '.join(map(str, z.more_seeds))} to that length" if z.more_seeds else ""))
         out[f"zoo-{name}"] = (what, (lambda n: lambda root, clock, say: _zoo_stage(root, n, clock, say))(name))

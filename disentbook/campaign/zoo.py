@@ -16,29 +16,35 @@ from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, emulated, write_j
 # %% auto #0
 __all__ = ['RECIPES', 'SETTINGS', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'THREE_SEED_RULE',
            'THREE_CURVE_SEEDS', 'THREE_MORE_SEEDS', 'THREE_SEED_RECIPES', 'REREAD_RECIPES', 'CURVE_IMAGES',
-           'CHECK_IMAGES', 'NUM_POINTS', 'FVAE', 'CHUNK', 'KL_ACTIVE', 'SHIP_RULE', 'CURVES', 'Recipe', 'recipe',
-           'dsprites', 'measure', 'ZooRecipe', 'losses', 'shipped_seed', 'shipped_weights', 'train_shipped_again']
+           'CHECK_IMAGES', 'NUM_POINTS', 'FVAE', 'CHUNK', 'KL_ACTIVE', 'SHIP_RULE', 'CURVES', 'Recipe',
+           'recipe_settings', 'recipe', 'dsprites', 'measure', 'ZooRecipe', 'losses', 'shipped_seed', 'shipped_weights',
+           'train_shipped_again']
 
 # %% ../../nbs/89d_campaign_zoo.ipynb #3b7a921f
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     """A zoo recipe: the objective, its parameters, and where they come from; `model`: options of the model beyond
-    `SETTINGS` (e.g. its initial weights, `nets.INITS`), `pilot`: what a declared pilot changed and why (empty: none)."""
+    `SETTINGS` (e.g. its initial weights, `nets.INITS`), `settings`: training settings that replace `SETTINGS`' (e.g. the
+    learning rate), `pilot`: what a declared pilot changed and why (empty: none)."""
     method: str
     params: dict
     source: str
     model: dict = dataclasses.field(default_factory=dict)
     pilot: str = ""
+    settings: dict = dataclasses.field(default_factory=dict)
 
 RECIPES = {
     "beta_tcvae": Recipe("beta_tcvae", dict(beta=6.0), "Chen et al. 2018 (β-TCVAE, minibatch-weighted sampling)"),
     "annealed_vae": Recipe("annealed_vae", dict(gamma=1000.0, c_max=25.0, iteration_threshold=100_000),
                            "Burgess et al. 2018 (dSprites: C from 0 to 25 nats over 100,000 iterations, γ = 1000)",
-                           model=dict(init="glorot"),
+                           model=dict(init="glorot"), settings=dict(lr=1e-4),
                            pilot="initial weights Glorot-uniform with zero biases, disentanglement_lib's (TensorFlow's "
                                  "defaults): from PyTorch's defaults the codes met the capacity target with the same "
                                  "values for every image and MIG stayed 0.000 on three seeds to 40,000 steps "
-                                 "(benchmarks/curves/zoo/pilots/annealed_vae-pytorch-init.json)"),
+                                 "(benchmarks/curves/zoo/pilots/annealed_vae-pytorch-init.json); and Adam at learning rate "
+                                 "1e-4, disentanglement_lib's: at 5e-4 four seeds of five reconstructed as a code that carries "
+                                 "nothing (564.7 nats per image) at every length measured, up to 40,000 steps "
+                                 "(benchmarks/curves/zoo/pilots/annealed_vae-lr5e-4.json, benchmarks/annealed_collapse.json)"),
     "beta_vae_b4": Recipe("beta_vae", dict(beta=4.0), "Higgins et al. 2017"),
     "factor_vae": Recipe("factor_vae", dict(gamma=35.0), "Kim & Mnih 2018 (dSprites: γ = 35)"),
     "dip_vae_i": Recipe("dip_vae_i", dict(lambda_od=10.0), "Kumar et al. 2018 (λ_d = 10 λ_od)"),
@@ -69,6 +75,10 @@ CHUNK = 2000          # steps between checkpoints, pause and budget checks (abou
 KL_ACTIVE = 0.01      # nats: a latent whose mean KL is below this carries nothing
 SHIP_RULE = ("of the five seeds at the chosen length, the one with the highest MIG on the choosing images "
              f"(factors drawn with seed {CURVE_IMAGES}); every seed's MIG on the other images (seed {CHECK_IMAGES}) is quoted")
+
+def recipe_settings(r: Recipe) -> dict:
+    "The training settings of recipe `r`: `SETTINGS` with those its declared pilots replaced."
+    return {**SETTINGS, **r.settings}
 
 def recipe(name: str) -> Recipe:
     if name not in RECIPES: raise CampaignError(f"unknown zoo recipe {name!r}; the recipes are {', '.join(RECIPES)}")
@@ -126,10 +136,10 @@ class ZooRecipe(Subject):
         self.grid, self.rule, self.curve_seeds, self.more_seeds = GRID, RULE, CURVE_SEEDS, MORE_SEEDS
         if name in THREE_SEED_RECIPES: self.rule, self.curve_seeds, self.more_seeds = THREE_SEED_RULE, THREE_CURVE_SEEDS, THREE_MORE_SEEDS
         self.title = f"{name}: {self.recipe.method} " + ", ".join(f"{k} = {v:g}" for k, v in self.recipe.params.items()) \
-            + "".join(f", {k} {v}" for k, v in self.recipe.model.items())
+            + "".join(f", {k} {v}" for k, v in self.recipe.model.items()) + "".join(f", {k} {v:g}" for k, v in self.recipe.settings.items())
     def identity(self) -> dict:
         from disentbook.data.training_sets import training_set_reads
-        return dict(recipe=self.name, method=self.recipe.method, params=self.recipe.params, settings=SETTINGS,
+        return dict(recipe=self.name, method=self.recipe.method, params=self.recipe.params, settings=recipe_settings(self.recipe),
                     rule=self.rule.as_dict(), images=dict(choose=CURVE_IMAGES, check=CHECK_IMAGES, num_points=NUM_POINTS),
                     reads=training_set_reads("dsprites"),     # {}: procedural; the official npz when the data directory has it
                     **({"model": self.recipe.model} if self.recipe.model else {}))   # (records written before read the same)
@@ -147,13 +157,13 @@ class ZooRecipe(Subject):
     def run_dir(self, root, seed: int) -> Path:
         return Path(root) / WORK / "zoo" / self.name / (f"seed{int(seed)}-again" if self.again else f"seed{int(seed)}")
     def check_run(self, root, seed: int) -> None:
-        run, r = self.run_dir(root, seed), self.recipe
+        run, r, s = self.run_dir(root, seed), self.recipe, recipe_settings(self.recipe)
         if not (run / "checkpoint" / "config.json").is_file(): return
         info = _from_checkpoint(run / "checkpoint", r)      # what trained, as the checkpoint says (run.json is not carried)
-        got = dict(method=info.get("method"), params=info.get("params"), seed=info.get("seed"),
+        got = dict(method=info.get("method"), params=info.get("params"), seed=info.get("seed"), lr=info.get("lr"),
                    hidden=info.get("model", {}).get("hidden"), latent_dim=info.get("model", {}).get("latent_dim"),
                    init=info.get("model", {}).get("init", "pytorch"))
-        want = dict(method=r.method, params=r.params, seed=int(seed), hidden=SETTINGS["hidden"], latent_dim=SETTINGS["latent_dim"],
+        want = dict(method=r.method, params=r.params, seed=int(seed), lr=s["lr"], hidden=s["hidden"], latent_dim=s["latent_dim"],
                     init=r.model.get("init", "pytorch"))
         if got != want:
             raise CampaignError(f"{run} holds a run of another recipe, seed or model ({got}, expected {want}); "
@@ -162,7 +172,7 @@ class ZooRecipe(Subject):
         "Train seed `seed` up to `steps` in chunks of `CHUNK`; False when the budget ran out first."
         from disentbook.core import active_time
         from disentbook.jobs import train_job
-        r, s, run = self.recipe, SETTINGS, self.run_dir(root, seed)
+        r, s, run = self.recipe, recipe_settings(self.recipe), self.run_dir(root, seed)
         while (at := self.step_of(root, seed)) < steps:
             if not clock.next_chunk(): return False
             target = min(steps, (at // CHUNK + 1) * CHUNK)
@@ -205,13 +215,14 @@ def losses(run: Path, steps: int, window: int = 500) -> dict:
 
 def _from_checkpoint(ck: Path, r: Recipe) -> dict:
     """What a run folder's checkpoint says trained there (the one record a checkout carries with it): method, the
-    recipe's parameters as the objective holds them, seed, model; {} for an unreadable checkpoint."""
+    recipe's parameters as the objective holds them, seed, learning rate, model; {} for an unreadable checkpoint."""
     from disentbook.core import DisentbookError
     from disentbook.training.checkpoints import read_checkpoint_config
     try: cfg = read_checkpoint_config(ck)
     except (DisentbookError, OSError): return {}
     obj = cfg.get("objective") or {}
     return dict(method=obj.get("name"), params={k: obj.get(k) for k in r.params}, seed=cfg.get("train", {}).get("seed"),
+                lr=cfg.get("train", {}).get("lr"),
                 model=cfg.get("model") or {})
 
 def _started_in(run: Path) -> str | None:
