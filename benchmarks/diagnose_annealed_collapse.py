@@ -7,8 +7,9 @@ reconstruction stays at the value a decoder reaches without any code. This scrip
 
 * the **reference**: the negative log-likelihood of the best image that ignores the code (each pixel's mean over 10,000
   fresh images), the value an uninformative code reconstructs at;
-* each measured seed of the recipe's learning curve (`benchmarks/curves/zoo/annealed_vae.json`): reconstruction and MIG
-  at 2,500 and 5,000 steps, and whether its code is informative;
+* each measured seed of the recipe's learning curve at 5e-4 (`benchmarks/curves/zoo/pilots/annealed_vae-lr5e-4.json`,
+  the zoo's record before this pilot): reconstruction and MIG at 2,500 and 5,000 steps, and whether its code is
+  informative;
 * with `--pilot`: the same recipe with Adam at `--lr` (default 1e-4, disentanglement_lib's for every model of its study),
   seeds 0-4 to 5,000 steps (the precision of the curve's runs), reconstruction at 2,500 and 5,000 steps and MIG at 5,000
   on the curve's choosing images.
@@ -20,8 +21,12 @@ the last 500 logged steps) is at least 20 nats below the reference. The learning
 
     python3 benchmarks/diagnose_annealed_collapse.py                 # the reference and the curve's seeds (seconds)
     python3 benchmarks/diagnose_annealed_collapse.py --pilot         # ... and the pilot (about 25 minutes on 2 cores)
+    python3 benchmarks/diagnose_annealed_collapse.py --figure        # ... and the figure of the runs found here
 
 Writes `benchmarks/annealed_collapse.json`; the pilot's runs go to `results/pilots/annealed_vae-lr<lr>/seed<k>`.
+`--figure` draws `benchmarks/annealed_collapse.png`, each seed's reconstruction over its first 5,000 steps at each
+learning rate, from the training histories of the runs in `results/pilots/annealed_vae-lr<lr>/` (the zoo's runs at
+5e-4 moved there when the recipe changed).
 """
 from __future__ import annotations
 import argparse, json, platform, sys, time
@@ -32,6 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 MARGIN, AT, SEEDS = 20.0, (2500, 5000), (0, 1, 2, 3, 4)
+PREFIX = "annealed_vae-lr"          # the pilots' run folders: results/pilots/annealed_vae-lr<lr>/seed<k>
 
 
 def reference_nll(num: int = 10_000, seed: int = 0) -> float:
@@ -61,7 +67,7 @@ def pilot(lr: float, ref: float, precision: str) -> dict:
     r, s = zoo.recipe("annealed_vae"), zoo.SETTINGS
     out = {}
     for seed in tqdm(SEEDS, desc=f"pilot lr {lr:g}"):
-        run = ROOT / "results" / "pilots" / f"annealed_vae-lr{lr:g}" / f"seed{seed}"
+        run = ROOT / "results" / "pilots" / f"{PREFIX}{lr:g}" / f"seed{seed}"
         t0 = time.monotonic()
         for i, L in enumerate(AT):
             train_job(method=r.method, dataset="dsprites", params=r.params, steps=L, batch_size=None if i else s["batch_size"],
@@ -80,15 +86,36 @@ def pilot(lr: float, ref: float, precision: str) -> dict:
     return out
 
 
+def figure(ref: float, out: Path) -> list[str]:
+    "Each seed's reconstruction (a 500-step running mean) over its first 5,000 steps, a colour per learning rate."
+    import pandas as pd
+    from disentbook.eval.viz import new_figure
+    fig = new_figure((6.4, 3.4)); ax = fig.add_subplot()
+    drawn = []
+    for i, d in enumerate(sorted((ROOT / "results" / "pilots").glob(PREFIX + "*"), key=lambda d: -float(d.name[len(PREFIX):]))):
+        for k, h in enumerate(sorted(d.glob("seed*/history.csv"))):
+            t = pd.read_csv(h); t = t[t["step"] <= AT[-1]]
+            ax.plot(t["step"], t["recon"].rolling(5, min_periods=1).mean(), color=f"C{i}", lw=0.9, alpha=0.8,
+                    label=f"Adam {d.name[len(PREFIX):]}" if k == 0 else None)
+            drawn.append(f"{d.name}/{h.parent.name}")
+    ax.axhline(ref, color="k", ls=":", lw=1, label="a code that carries nothing")
+    ax.set_ylim(ref - 200, ref + 60)               # the first few hundred steps, far above, are cut
+    ax.set_xlabel("training steps"); ax.set_ylabel("reconstruction (nats per image)")
+    ax.set_title("AnnealedVAE on dSprites: every seed, two learning rates", fontsize=9); ax.grid(alpha=0.3)
+    ax.legend(fontsize=7); fig.tight_layout(); fig.savefig(out, dpi=110)
+    return drawn
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pilot", action="store_true", help="train the recipe at --lr on seeds 0-4 to 5,000 steps")
     ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--figure", action="store_true", help="draw benchmarks/annealed_collapse.png from the runs found here")
     a = ap.parse_args(argv)
     from disentbook.core import cpu_name
     ref = reference_nll()
     print(f"reference (each pixel's mean, no code): {ref:.1f} nats per image; informative: at least {MARGIN:g} below")
-    curve = json.loads((ROOT / "benchmarks" / "curves" / "zoo" / "annealed_vae.json").read_text())
+    curve = json.loads((ROOT / "benchmarks" / "curves" / "zoo" / "pilots" / "annealed_vae-lr5e-4.json").read_text())
     recipe = {}
     for seed, rows in sorted(curve["seeds"].items()):
         at = {r["steps"]: r for r in rows if r["steps"] in AT}
@@ -111,6 +138,9 @@ def main(argv=None) -> None:
                                                          adopt=adopt)
         print(f"lr {a.lr:g}: {n} of {len(runs)} seeds informative at 5,000 steps (the recipe's lr: {n0} at 2,500): "
               + ("the rule adopts it" if adopt else "the rule keeps the recipe's learning rate"))
+    if a.figure:
+        res["figure"] = dict(file="benchmarks/annealed_collapse.png", runs=figure(ref, ROOT / "benchmarks" / "annealed_collapse.png"))
+        print(f"benchmarks/annealed_collapse.png: {len(res['figure']['runs'])} runs")
     f.write_text(json.dumps(res, indent=1) + "\n")
 
 
