@@ -70,21 +70,24 @@ def train_arm(name: str, lr: float, seeds, say=print) -> dict:
     for seed in seeds:
         rows = {x["steps"]: x for x in rec["seeds"].get(str(seed), [])}
         run = ROOT / "results" / "pilots" / f"{name}-lr{lr_name(lr)}" / f"seed{seed}"
-        for L in LENGTHS:
-            if L in rows: continue
-            ck = run / "checkpoint" / "config.json"
-            at = read_checkpoint_config(run / "checkpoint")["step"] if ck.is_file() else 0
-            if at > L or (at == 0 and rows):      # past an unmeasured length, or rows of a run this machine lacks
+        missing = [L for L in LENGTHS if L not in rows]
+        if not missing: continue
+        ck = run / "checkpoint" / "config.json"
+        at = read_checkpoint_config(run / "checkpoint")["step"] if ck.is_file() else 0
+        if at > missing[0] or (rows and at < max(rows)):   # past a length it never measured, or not the run of its rows
+            if rows:
                 say(f"{name} lr {lr:g} seed {seed}: its rows belong to another run (set aside); trained again from its seed")
                 rec.setdefault("set_aside", {}).setdefault(str(seed), []).extend(rows[k] for k in sorted(rows))
-                rows, at = {}, 0
+            rows, at = {}, 0
+        for L in LENGTHS:
+            if L in rows: continue
             t0 = time.monotonic()
             train_job(method=r.method, dataset="dsprites", params=r.params, steps=L, batch_size=None if at else s["batch_size"],
                       lr=None if at else lr, latent_dim=s["latent_dim"], hidden=s["hidden"], out_dir=run, device="cpu",
                       seed=seed, evaluate=False, threads=s["threads"], precision=None if at else CPU_PRECISION,
                       ckpt_every=zoo.CHUNK, resume=at > 0, overwrite=at == 0, channels_last=zoo.CHANNELS_LAST,
                       init=r.model.get("init"))
-            secs = time.monotonic() - t0
+            secs, at = time.monotonic() - t0, L
             model = load_model(run / "checkpoint", device="cpu")
             a, b = zoo.measure(model, zoo.CURVE_IMAGES), zoo.measure(model, zoo.CHECK_IMAGES)
             row = dict(steps=L, **a, **{f"check/{k}": v for k, v in b.items() if not k.startswith("kl/")},
