@@ -123,9 +123,9 @@ def test_the_declared_order_puts_each_reproduction_after_the_curves_its_length_n
     for name, r in REPRODUCTIONS.items():
         assert name in ORDER
         if r.needs_curves: assert ORDER.index(f"curves-{r.paper}-seeds") < ORDER.index(name), name
-    from disentbook.campaign import papers, zoo
+    from disentbook.campaign import papers, pilots, zoo
     assert sorted(ORDER) == sorted([*(f"zoo-{n}" for n in zoo.RECIPES), *(f"curves-{p}-seeds" for p in papers.METRICS),
-                                    *REPRODUCTIONS, "zoo-models"])     # each once
+                                    *REPRODUCTIONS, *(f"pilot-{p.name}" for p in pilots.PILOTS), "zoo-models"])     # each once
     # the headlines that can be decided come before the zoo recipes no long-trained public model put at MIG 0.2;
     # invariance's (undecidable under the spec's palette, notebook 71) after them
     late = min(ORDER.index(f"zoo-{n}") for n in ("factor_vae", "dip_vae_i", "dip_vae_ii", "tcwae_mws", "beta_vae_b1"))

@@ -1,48 +1,58 @@
-"""The declared learning-rate pilot's rule (`benchmarks/pilot_learning_rate.py`) on synthetic MIGs: it adopts only a gain
-of at least 0.02 that a one-sided paired t-test at 5 % holds over three seeds, and decides nothing while a seed lacks
-its row at the deciding length."""
-import importlib.util
+"""The declared pilots of the dSprites zoo as the campaign runs them (`disentbook.campaign.pilots`, notebook
+`89l_campaign_pilots`, where the rule is checked on simulated nulls): their committed records continue under their
+declared rule, a record's decision is the rule's on its own rows, their stages come in the declared order, and a run
+folder of another recipe is refused."""
+import json, subprocess, sys
 from pathlib import Path
 
 import pytest
 
+from disentbook.campaign import pilots, zoo
+from disentbook.campaign.curves import read_curve
+from disentbook.campaign.ledger import CampaignError
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("pilot_learning_rate", ROOT / "benchmarks" / "pilot_learning_rate.py")
-pilot = importlib.util.module_from_spec(spec); spec.loader.exec_module(pilot)
-L = pilot.LENGTHS[-1]
-OLD = {0: {L: 0.07}, 1: {L: 0.06}, 2: {L: 0.08}}
 
 
-def arm(*migs): return {s: {L: m} for s, m in zip(pilot.SEEDS, migs)}
+@pytest.mark.parametrize("pilot", pilots.PILOTS, ids=lambda p: p.name)
+def test_a_committed_record_continues_and_its_decision_is_the_rules(pilot):
+    arm = pilots.PilotArm(pilot)
+    if not arm.curve_file(ROOT).is_file(): pytest.skip(f"{pilot.name}: no record yet")
+    rec = read_curve(ROOT, arm)                                   # the declared identity and rule: read, not refused
+    assert set(map(int, rec["seeds"])) <= set(pilot.seeds)
+    if "decision" in rec:
+        again = pilots.decide(pilots.arm_values(ROOT, arm, pilot), pilots.arm_values(ROOT, zoo.ZooRecipe(pilot.recipe), pilot), pilot)
+        assert rec["decision"] == again
 
 
-def test_adopts_a_large_steady_gain():
-    d = pilot.decide(arm(0.20, 0.25, 0.22), OLD)
-    assert d["adopt"] is True and d["differences"] == pytest.approx([0.13, 0.19, 0.14])
-    assert d["t"] == pytest.approx(2.919986, abs=1e-5)          # t(0.95, 2)
+def test_the_stages_come_in_the_declared_order():
+    from disentbook.campaign.stages import FIRST, ORDER, stages
+    names = [f"pilot-{p.name}" for p in pilots.PILOTS]
+    assert [s for s in ORDER if s.startswith("pilot-")] == names
+    table = stages()
+    for p, s in zip(pilots.PILOTS, names):
+        assert ORDER.index(s) > max(ORDER.index(f) for f in FIRST) and "declared pilot" in table[s][0]
+        if f"zoo-{p.recipe}" not in FIRST: assert ORDER.index(s) < ORDER.index(f"zoo-{p.recipe}")
 
 
-def test_keeps_the_rate_when_one_lucky_seed_carries_the_gain():
-    assert pilot.decide(arm(0.20, 0.05, 0.09), OLD)["adopt"] is False
+def test_the_campaign_lists_them():
+    r = subprocess.run([sys.executable, "-m", "disentbook", "campaign", "--list"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for p in pilots.PILOTS: assert f"pilot-{p.name}" in r.stdout
 
 
-def test_keeps_the_rate_for_a_steady_gain_under_the_minimum():
-    d = pilot.decide(arm(0.08, 0.085, 0.095), OLD)               # t-test holds, gain 0.017 < 0.02
-    assert d["mean"] < pilot.MIN_GAIN and d["adopt"] is False
+def test_a_run_folder_of_another_learning_rate_is_refused(tmp_path):
+    from disentbook.jobs import train_job
+    arm = pilots.PilotArm(pilots.PILOTS[1])
+    s = zoo.recipe_settings(zoo.recipe(arm.pilot.recipe))          # the recipe's own 5e-4 in the pilot's folder
+    train_job(method=arm.recipe.method, dataset="dsprites", params=arm.recipe.params, steps=2, batch_size=8, lr=s["lr"],
+              latent_dim=s["latent_dim"], hidden=s["hidden"], out_dir=arm.run_dir(tmp_path, 0), device="cpu", seed=0,
+              evaluate=False, threads=1, precision="fp32")
+    with pytest.raises(CampaignError, match="another recipe"):
+        arm.check_run(tmp_path, 0)
+    assert arm.step_of(tmp_path, 0) == 2                            # nothing changed
 
 
-def test_keeps_the_rate_when_it_loses():
-    assert pilot.decide(arm(0.01, 0.02, 0.03), OLD)["adopt"] is False
-
-
-def test_undecided_while_a_seed_lacks_its_row():
-    new = arm(0.20, 0.25, 0.22); del new[2][L]
-    d = pilot.decide(new, OLD)
-    assert d["adopt"] is None and "2" in d["why"]
-    assert pilot.decide(arm(0.20, 0.25, 0.22), {0: {L: 0.07}, 1: {L: 0.06}})["adopt"] is None
-
-
-def test_file_names_and_rule():
-    assert pilot.lr_name(1e-4) == "1e-4" and pilot.lr_name(5e-4) == "5e-4"
-    assert pilot.record_file("factor_vae", 1e-4).name == "factor_vae-lr1e-4.json"
-    assert pilot.RULE.startswith("For a recipe R, seeds 0, 1 and 2") and "one-sided paired t-test at 5 %" in pilot.RULE
+def test_a_change_that_changes_nothing_is_refused():
+    with pytest.raises(CampaignError, match="already trains"):
+        pilots.PilotArm(pilots.Pilot("factor_vae", dict(lr=5e-4)))

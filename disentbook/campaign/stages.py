@@ -10,15 +10,15 @@ from pathlib import Path
 from .curves import default_workers, horizon, read_curve, train_curves, train_seeds
 from .ledger import (LEDGER, WORK, CampaignError, Clock, call_running, machine, one_call, parse_budget,
     read_ledger, write_atomic, write_stage)
-from . import futility, gpuzoo, papers, reproductions, transport, zoo
+from . import futility, gpuzoo, papers, pilots, reproductions, transport, zoo
 from .models import checkout_models
 from ..repro.figures import FIGURE_COPY
 from ..repro.runs import trained_precisions
 
 # %% auto #0
-__all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'ORDER', 'stages', 'on_gpu',
-           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'reopened', 'not_ready', 'run_next',
-           'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
+__all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'PILOT_STAGES', 'ORDER', 'stages',
+           'on_gpu', 'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'reopened', 'not_ready',
+           'run_next', 'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
 CARRY_BUDGET = 10_000_000     # bytes of checkpoints a checkout carries in all
@@ -43,7 +43,8 @@ LAST = ("curves-invariance-seeds", "reproduce-invariance", "zoo-models")
 FIRST = ("zoo-beta_tcvae", "curves-contrastive-seeds", "reproduce-contrastive", "reproduce-refvae", "curves-dipvae-seeds",
          "reproduce-dipvae", "zoo-beta_vae_b4", "curves-vae-seeds", "reproduce-vae", "reproduce-tcwae-figure6-fresh", "curves-tcwae-seeds", "reproduce-tcwae")
 LONG = ("zoo-annealed_vae",)
-ORDER = (*FIRST, *(f"zoo-{n}" for n in zoo.RECIPES if f"zoo-{n}" not in FIRST + LONG), *LONG, *LAST)
+PILOT_STAGES = tuple(f"pilot-{p.name}" for p in pilots.PILOTS)
+ORDER = (*FIRST, *PILOT_STAGES, *(f"zoo-{n}" for n in zoo.RECIPES if f"zoo-{n}" not in FIRST + LONG), *LONG, *LAST)
 
 def stages() -> dict:
     "{stage: (what it runs, function(root, clock, say) -> 'ok' | 'partial')}, in the declared order (`ORDER`)."
@@ -69,6 +70,11 @@ def stages() -> dict:
         if r.needs_curves and r.device == "cpu":
             what += "; first the headline claim's gates read on the curve seeds (it trains only if every row clears them)"
         out[name] = (what, (lambda n: lambda root, clock, say: reproductions.stage_reproduce(root, n, clock, say))(name))
+    for p in pilots.PILOTS:
+        what = (f"declared pilot of the dSprites zoo's {p.recipe}: " + ", ".join(f"{k} {pilots.setting_words(v)}" for k, v in p.changes.items())
+                + f" on seeds {', '.join(map(str, p.seeds))} to {max(p.lengths):,} steps against the recipe's own rows (its zoo "
+                "curve, trained where it lacks them), decided by the rule written before its runs")
+        out[f"pilot-{p.name}"] = (what, (lambda q: lambda root, clock, say: pilots.stage(root, q, clock, say, default_workers()))(p))
     out["zoo-models"] = ("the zoo recipes whose stage is done (on a CPU or a GPU), shipped into the package "
                          "(campaign.models.ship; from the GPU's record where its stage is done): the seed the declared rule "
                          "names, fp16 weights, card with every seed's MIG on images that chose nothing, figures", _models_stage)
@@ -117,9 +123,13 @@ def _zoo_stage(root, name: str, clock: Clock, say) -> str:
     else: _ship(root, [name], dest, clock, say)                # in a checkout, a finished recipe ships at once
     return "ok"
 
+def _pilot(stage: str):
+    return next((p for p in pilots.PILOTS if f"pilot-{p.name}" == stage), None)
+
 def subjects(stage: str) -> list:
     "The curve subjects a stage follows."
     if stage == "zoo-models" or stage in reproductions.all_reproductions(): return []
+    if (p := _pilot(stage)) is not None: return [pilots.PilotArm(p)]
     if stage in gpuzoo.STAGES: return [gpuzoo.GpuZooRecipe(gpuzoo.STAGES[stage])]
     if stage.startswith("zoo-"): return [zoo.ZooRecipe(stage[4:])]
     p = stage[len("curves-"):-len("-seeds")]
@@ -128,6 +138,7 @@ def subjects(stage: str) -> list:
 def progress(root, stage: str) -> str:
     "A few words on how far a stage is (its curve seeds and lengths, the chosen length; a reproduction's runs)."
     if stage in reproductions.all_reproductions(): return reproductions.progress(root, stage)
+    if (p := _pilot(stage)) is not None: return pilots.progress(root, p)
     subs, out = subjects(stage), []
     for subj in subs:
         try: c = read_curve(root, subj)
