@@ -14,8 +14,8 @@ from .ledger import WORK, CampaignError, Clock, write_json_atomic
 from .zoo import CURVES, ZooRecipe, recipe_settings
 
 # %% auto #0
-__all__ = ['SEEDS', 'LENGTHS', 'MIN_GAIN', 'ALPHA', 'LR_RULE', 'PILOTS', 'setting_words', 'Pilot', 'decide', 'PilotArm',
-           'arm_values', 'arms', 'write_decision', 'figure', 'stage', 'progress']
+__all__ = ['SEEDS', 'LENGTHS', 'MIN_GAIN', 'ALPHA', 'LR_RULE', 'PILOTS', 'setting_words', 'Pilot', 'decide', 'foreclosed',
+           'PilotArm', 'arm_values', 'arms', 'write_decision', 'figure', 'stage', 'progress']
 
 # %% ../../nbs/89l_campaign_pilots.ipynb #cb1376ea
 SEEDS, LENGTHS, MIN_GAIN, ALPHA = (0, 1, 2), (5000, 10_000, 20_000, 30_000), 0.02, 0.05
@@ -52,24 +52,49 @@ class Pilot:
 
 PILOTS = tuple(Pilot(r, dict(lr=1e-4)) for r in ("beta_vae_b4", "factor_vae", "dip_vae_i"))   # the declared order
 
-# %% ../../nbs/89l_campaign_pilots.ipynb #e8eb27c1
+# %% ../../nbs/89l_campaign_pilots.ipynb #ab0682eb
 def decide(new: dict, old: dict, pilot: Pilot = PILOTS[0]) -> dict:
     """The pilot's rule on `{seed: {steps: MIG}}` of its arm (`new`) and the recipe's (`old`) at the pilot's last length:
-    `adopt` True / False, or None while a seed lacks a row there; with the differences, their mean, standard error, the
-    t quantile and the reason in words."""
+    `adopt` True / False, or None while a seed lacks a row there and some MIG of it could still make the rule adopt
+    (`foreclosed`); with the differences, their mean, standard error, the t quantile and the reason in words."""
     from scipy import stats
     L = pilot.lengths[-1]
     have = [s for s in pilot.seeds if L in new.get(s, {}) and L in old.get(s, {})]
     out = dict(length=L, seeds=have, min_gain=pilot.min_gain, alpha=pilot.alpha)
-    if len(have) < len(pilot.seeds):
-        return dict(out, adopt=None, why=f"seeds {sorted(set(pilot.seeds) - set(have))} lack a row at {L:,} steps")
     d = np.array([new[s][L] - old[s][L] for s in have], dtype=float)
     if not np.isfinite(d).all(): raise CampaignError(f"{pilot.name}: a MIG at {L:,} steps is not finite ({d.tolist()})")
+    if len(have) < len(pilot.seeds):
+        lack = sorted(set(pilot.seeds) - set(have))
+        if foreclosed(d, len(lack), pilot) is not None:
+            return dict(out, adopt=None, why=f"seeds {lack} lack a row at {L:,} steps")
+        return dict(out, differences=[float(v) for v in d], adopt=False, foreclosed=lack,
+                    why=f"differences so far {', '.join(f'{v:+.4f}' for v in d)}: no MIG of seeds {lack} at {L:,} steps "
+                        "could make the rule adopt (the decision whatever they measure; they were not trained)")
     se = float(d.std(ddof=1) / math.sqrt(len(d)))
     t = float(stats.t.ppf(1 - pilot.alpha, len(d) - 1))
     adopt = bool(d.mean() >= pilot.min_gain and d.mean() > t * se)
     return dict(out, differences=[float(v) for v in d], mean=float(d.mean()), se=se, t=t, adopt=adopt,
                 why=f"mean difference {d.mean():+.4f} (needs at least {pilot.min_gain} and more than {t:.2f} x {se:.4f})")
+
+# %% ../../nbs/89l_campaign_pilots.ipynb #cd5afb70
+def _adopts(d: np.ndarray, pilot: Pilot, t: float) -> bool:
+    m, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d)))
+    return m >= pilot.min_gain and m > t * se
+
+def foreclosed(known, k: int, pilot: Pilot = PILOTS[0]) -> float | None:
+    """A value x in [-1, 1] that, as the difference of each of the `k` seeds still to come beside the `known` ones, makes
+    the rule adopt; None when no outcome of theirs can (all unknowns equal is the best case for a given mean)."""
+    from scipy import stats
+    known, n = np.asarray(known, dtype=float), len(known) + k
+    t = float(stats.t.ppf(1 - pilot.alpha, n - 1))
+    if k == 0: return 0.0 if _adopts(known, pilot, t) else None
+    d = lambda x: np.concatenate([known, np.full(k, x)])
+    q = lambda x: n * d(x).mean() ** 2 - t ** 2 * d(x).var(ddof=1)         # a quadratic in x
+    a, b, c = np.polyfit([-1.0, 0.0, 1.0], [q(-1.0), q(0.0), q(1.0)], 2)
+    ends = [-1.0, 1.0, (n * pilot.min_gain - known.sum()) / k] + [float(r.real) for r in np.roots([a, b, c]) if abs(r.imag) < 1e-12]
+    ends = sorted(e for e in set(ends) if -1.0 <= e <= 1.0)
+    tries = ends + [(u + v) / 2 for u, v in zip(ends, ends[1:])]
+    return next((x for x in tries if _adopts(d(x), pilot, t)), None)
 
 # %% ../../nbs/89l_campaign_pilots.ipynb #7e651b62
 class PilotArm(ZooRecipe):
@@ -102,13 +127,14 @@ def arms(pilot: Pilot) -> tuple[Subject, Subject]:
 
 def write_decision(root, pilot: Pilot, new: Subject, old: Subject) -> dict:
     "Decide on the rows the two arms' records hold; write the decision, the values read and the figure; return the decision."
+    from disentbook.eval.viz import save_figure
     a, b = arm_values(root, new, pilot), arm_values(root, old, pilot)
     rec = read_curve(root, new)
     rec.update(against=dict(recipe=old.name, lr=recipe_settings(old.recipe)["lr"],
                             mig={str(s): {str(L): v for L, v in sorted(r.items())} for s, r in sorted(b.items())}),
                decision=decide(a, b, pilot))
     write_json_atomic(new.curve_file(root), rec)
-    figure(pilot, {"pilot": a, "recipe": b}, new, old).savefig(new.curve_file(root).with_suffix(".png"), dpi=110)
+    save_figure(figure(pilot, {"pilot": a, "recipe": b}, new, old), new.curve_file(root).with_suffix(".png"))
     return rec["decision"]
 
 def figure(pilot: Pilot, values: dict, new: Subject, old: Subject):
@@ -127,11 +153,17 @@ def figure(pilot: Pilot, values: dict, new: Subject, old: Subject):
     return fig
 
 def stage(root, pilot: Pilot, clock: Clock, say=print, workers: int = 1, make=arms) -> str:
-    "The campaign stage of `pilot`: 'ok' once decided, else 'partial' (budget out, or a seed stopped short)."
+    """The campaign stage of `pilot`: seed by seed, the recipe's own rows then the pilot's, until the rule decides (the
+    seeds left then train no more, `foreclosed`); 'ok' once decided, else 'partial' (budget out, or a seed stopped short).
+    `workers`: seed processes at once where a call trains several seeds of one arm (`curves.along_seeds`)."""
     new, old = make(pilot)
     last = max(pilot.lengths)
-    done = (old.along(root, pilot.seeds, [L for L in old.grid if L <= last], clock, say, workers)
-            and new.along(root, pilot.seeds, list(pilot.lengths), clock, say, workers))
+    done = True
+    for s in pilot.seeds:
+        if decide(arm_values(root, new, pilot), arm_values(root, old, pilot), pilot)["adopt"] is not None: break
+        done = (old.along(root, [s], [L for L in old.grid if L <= last], clock, say, workers)
+                and new.along(root, [s], list(pilot.lengths), clock, say, workers))
+        if not done: break
     dec = write_decision(root, pilot, new, old)
     say(f"pilot {pilot.name}: " + ("undecided, " + dec["why"] if dec["adopt"] is None else
         ("the rule adopts the change: " if dec["adopt"] else "the rule keeps the recipe as it is: ") + dec["why"]))
