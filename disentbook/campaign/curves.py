@@ -138,9 +138,9 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
         if subj.step_of(root, seed) > L: subj.restart(root, seed)   # a run past a length it never measured: train it again
         at = subj.step_of(root, seed)
         if probe and at < L:
-            p, t0 = min(L, at + PROBE), active_time()
+            p, t0, p0 = min(L, at + PROBE), active_time(), clock.paused_s
             if not subj.train_to(root, seed, p, clock, say): return False
-            step_s = (active_time() - t0) / (p - at)
+            step_s = max(active_time() - t0 - (clock.paused_s - p0), 0.0) / (p - at)     # a pause is not training
             eval_s = (seconds_per_step(read_curve(root, subj)) or (None, 0.0))[1]     # measurements: as recorded anywhere
             clock.rates[subj.name], probe = (step_s, eval_s), False
             record_probe(root, subj, step_s, eval_s)
@@ -156,12 +156,12 @@ def measure_along(root, subj: Subject, seed: int, lengths, clock: Clock, say=pri
                     say(f"{subj.name} seed {seed}: at {step_s:.3g} s a step it would not reach {max(lengths):,} within the "
                         f"budget left; it trains on from {at:,} steps, and a later call on this machine goes on from its checkpoint")
                     told = True
-        t0 = active_time()
+        t0, p0 = active_time(), clock.paused_s
         if not subj.train_to(root, seed, L, clock, say): return False
-        t1 = active_time()
+        t1, paused = active_time(), clock.paused_s - p0        # seconds it waited paused (`--pause`): not training
         row = dict(subj.measure(root, seed, L), steps=int(L))
         if (run := subj.run_of(root, seed)) is not None: row["run"] = run      # which run measured it
-        if L > at: clock.rates[subj.name] = step_s, eval_s = (t1 - t0) / (L - at), active_time() - t1
+        if L > at: clock.rates[subj.name] = step_s, eval_s = max(t1 - t0 - paused, 0.0) / (L - at), active_time() - t1
         if was is not None:                                      # the run trained again meets a recorded length
             if row.get(subj.key) == was.get(subj.key):           # the same run, bit for bit: the row is this run's now
                 add_row(root, subj, seed, row, say, again=True); mine.add(L); continue
