@@ -152,17 +152,17 @@ def figure(pilot: Pilot, values: dict, new: Subject, old: Subject):
     ax.set_title(f"{pilot.recipe} on dSprites: seeds {', '.join(map(str, pilot.seeds))}, {words['pilot']} against {words['recipe']}", fontsize=8)
     return fig
 
-def stage(root, pilot: Pilot, clock: Clock, say=print, workers: int = 1, make=arms) -> str:
-    """The campaign stage of `pilot`: seed by seed, the recipe's own rows then the pilot's, until the rule decides (the
-    seeds left then train no more, `foreclosed`); 'ok' once decided, else 'partial' (budget out, or a seed stopped short).
-    `workers`: seed processes at once where a call trains several seeds of one arm (`curves.along_seeds`)."""
+def stage(root, pilot: Pilot, clock: Clock, say=print, make=arms) -> str:
+    """The campaign stage of `pilot`: seed by seed (one run at a time on every core), the recipe's own rows then the
+    pilot's, until the rule decides (the seeds left then train no more, `foreclosed`); 'ok' once decided, else 'partial'
+    (budget out, or a seed stopped short). `make`: the two arms of a pilot (`arms`)."""
     new, old = make(pilot)
     last = max(pilot.lengths)
     done = True
     for s in pilot.seeds:
         if decide(arm_values(root, new, pilot), arm_values(root, old, pilot), pilot)["adopt"] is not None: break
-        done = (old.along(root, [s], [L for L in old.grid if L <= last], clock, say, workers)
-                and new.along(root, [s], list(pilot.lengths), clock, say, workers))
+        done = (old.along(root, [s], [L for L in old.grid if L <= last], clock, say)
+                and new.along(root, [s], list(pilot.lengths), clock, say))
         if not done: break
     dec = write_decision(root, pilot, new, old)
     say(f"pilot {pilot.name}: " + ("undecided, " + dec["why"] if dec["adopt"] is None else

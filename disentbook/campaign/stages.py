@@ -74,7 +74,7 @@ def stages() -> dict:
         what = (f"declared pilot of the dSprites zoo's {p.recipe}: " + ", ".join(f"{k} {pilots.setting_words(v)}" for k, v in p.changes.items())
                 + f" on seeds {', '.join(map(str, p.seeds))} to {max(p.lengths):,} steps against the recipe's own rows (its zoo "
                 "curve, trained where it lacks them), decided by the rule written before its runs")
-        out[f"pilot-{p.name}"] = (what, (lambda q: lambda root, clock, say: pilots.stage(root, q, clock, say, default_workers()))(p))
+        out[f"pilot-{p.name}"] = (what, (lambda q: lambda root, clock, say: pilots.stage(root, q, clock, say))(p))
     out["zoo-models"] = ("the zoo recipes whose stage is done (on a CPU or a GPU), shipped into the package "
                          "(campaign.models.ship; from the GPU's record where its stage is done): the seed the declared rule "
                          "names, fp16 weights, card with every seed's MIG on images that chose nothing, figures", _models_stage)
