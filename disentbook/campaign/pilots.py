@@ -53,6 +53,10 @@ class Pilot:
 PILOTS = tuple(Pilot(r, dict(lr=1e-4)) for r in ("beta_vae_b4", "factor_vae", "dip_vae_i"))   # the declared order
 
 # %% ../../nbs/89l_campaign_pilots.ipynb #ab0682eb
+def _adopts(d: np.ndarray, pilot: Pilot, t: float) -> bool:
+    m, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d)))
+    return m >= pilot.min_gain and m > t * se
+
 def decide(new: dict, old: dict, pilot: Pilot = PILOTS[0]) -> dict:
     """The pilot's rule on `{seed: {steps: MIG}}` of its arm (`new`) and the recipe's (`old`) at the pilot's last length:
     `adopt` True / False, or None while a seed lacks a row there and some MIG of it could still make the rule adopt
@@ -72,15 +76,11 @@ def decide(new: dict, old: dict, pilot: Pilot = PILOTS[0]) -> dict:
                         "could make the rule adopt (the decision whatever they measure; they were not trained)")
     se = float(d.std(ddof=1) / math.sqrt(len(d)))
     t = float(stats.t.ppf(1 - pilot.alpha, len(d) - 1))
-    adopt = bool(d.mean() >= pilot.min_gain and d.mean() > t * se)
+    adopt = _adopts(d, pilot, t)
     return dict(out, differences=[float(v) for v in d], mean=float(d.mean()), se=se, t=t, adopt=adopt,
                 why=f"mean difference {d.mean():+.4f} (needs at least {pilot.min_gain} and more than {t:.2f} x {se:.4f})")
 
 # %% ../../nbs/89l_campaign_pilots.ipynb #cd5afb70
-def _adopts(d: np.ndarray, pilot: Pilot, t: float) -> bool:
-    m, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d)))
-    return m >= pilot.min_gain and m > t * se
-
 def foreclosed(known, k: int, pilot: Pilot = PILOTS[0]) -> float | None:
     """A value x in [-1, 1] that, as the difference of each of the `k` seeds still to come beside the `known` ones, makes
     the rule adopt; None when no outcome of theirs can (all unknowns equal is the best case for a given mean)."""
