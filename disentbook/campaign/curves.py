@@ -39,6 +39,10 @@ class Subject:
         from disentbook.training.checkpoints import read_checkpoint_config
         ck = self.run_dir(root, seed) / "checkpoint"
         return int(read_checkpoint_config(ck)["step"]) if (ck / "config.json").is_file() else 0
+    def ahead(self, root, record: dict) -> list[str]:
+        "The live runs this disk goes on from, ahead of the rows `record` holds for their seed ('seed 0 at 12k')."
+        return [f"seed {s} at {n / 1000:g}k" for s in (*self.curve_seeds, *self.more_seeds)
+                if (n := self.step_of(root, s)) > max((r["steps"] for r in record["seeds"].get(str(s), [])), default=0)]
     def run_of(self, root, seed: int) -> str | None:
         "The name of the seed's live run (`Trainer.run_id`, kept by its checkpoints); None: no run, or one not named."
         from disentbook.training.checkpoints import read_checkpoint_config

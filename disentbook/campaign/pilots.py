@@ -174,8 +174,7 @@ def progress(root, pilot: Pilot) -> str:
     try: arm = PilotArm(pilot); rec = read_curve(root, arm)
     except CampaignError as e: return f"cannot go on here: {e}"
     at = "/".join(f"{max(r['steps'] for r in rows) / 1000:g}k" for s, rows in sorted(rec["seeds"].items()) if rows)
-    ahead = [f"seed {s} at {n / 1000:g}k" for s in pilot.seeds      # runs this disk goes on from
-             if (n := arm.step_of(root, s)) > max((r["steps"] for r in rec["seeds"].get(str(s), [])), default=0)]
+    ahead = arm.ahead(root, rec)
     dec = rec.get("decision") or {}
     verdict = {None: "undecided", True: "adopts the change", False: "keeps the recipe"}[dec.get("adopt")] if dec else "undecided"
     return ((f"pilot seeds measured to {at}" if at else "nothing measured") + f"; {verdict}"

@@ -144,8 +144,7 @@ def progress(root, stage: str) -> str:
         try: c = read_curve(root, subj)
         except CampaignError as e:                      # e.g. measured on other data than the data directory gives now
             out.append((f"{subj.slug} " if len(subs) > 1 else "") + f"cannot go on here: {e}"); continue
-        ahead = [f"seed {s} at {n / 1000:g}k" for s in (*subj.curve_seeds, *subj.more_seeds)   # runs this disk goes on from
-                 if (n := subj.step_of(root, s)) > max((r["steps"] for r in c["seeds"].get(str(s), [])), default=0)]
+        ahead = subj.ahead(root, c)
         if not c["seeds"] and not ahead: continue
         at = "/".join(f"{max(r['steps'] for r in rows) / 1000:g}k" for s, rows in sorted(c["seeds"].items()) if rows)
         ch = c.get("choice")
