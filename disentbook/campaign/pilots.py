@@ -144,12 +144,14 @@ def figure(pilot: Pilot, values: dict, new: Subject, old: Subject):
     words = {"pilot": ", ".join(f"{k} {setting_words(v)}" for k, v in pilot.changes.items()),
              "recipe": ", ".join(f"{k} {setting_words(recipe_settings(old.recipe)[k])}" for k in pilot.changes)}
     for i, arm in enumerate(("pilot", "recipe")):
-        for k, s in enumerate(pilot.seeds):
-            pts = sorted(values[arm].get(s, {}).items())
-            if pts: ax.plot(*zip(*pts), "o-", color=f"C{i}", ms=3, lw=1, alpha=0.8, label=words[arm] if k == 0 else None)
+        lines = [sorted(values[arm].get(s, {}).items()) for s in pilot.seeds]
+        for k, pts in enumerate(p for p in lines if p):     # the arm's name on its first line drawn
+            ax.plot(*zip(*pts), "o-", color=f"C{i}", ms=3, lw=1, alpha=0.8, label=words[arm] if k == 0 else None)
     ax.set_xlabel("training steps"); ax.set_ylabel("MIG (choosing images)"); ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]: ax.legend(fontsize=7)
-    ax.set_title(f"{pilot.recipe} on dSprites: seeds {', '.join(map(str, pilot.seeds))}, {words['pilot']} against {words['recipe']}", fontsize=8)
+    shown = [s for s in pilot.seeds if values["pilot"].get(s) or values["recipe"].get(s)]   # a decided pilot may not train them all
+    seeds = ", ".join(map(str, shown)) + (f" of {', '.join(map(str, pilot.seeds))}" if len(shown) < len(pilot.seeds) else "")
+    ax.set_title(f"{pilot.recipe} on dSprites: seed{'s' * (len(shown) != 1)} {seeds}, {words['pilot']} against {words['recipe']}", fontsize=8)
     return fig
 
 def stage(root, pilot: Pilot, clock: Clock, say=print, make=arms) -> str:
