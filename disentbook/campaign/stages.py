@@ -44,7 +44,12 @@ FIRST = ("zoo-beta_tcvae", "curves-contrastive-seeds", "reproduce-contrastive", 
          "reproduce-dipvae", "zoo-beta_vae_b4", "curves-vae-seeds", "reproduce-vae", "reproduce-tcwae-figure6-fresh", "curves-tcwae-seeds", "reproduce-tcwae")
 LONG = ("zoo-annealed_vae",)
 PILOT_STAGES = tuple(f"pilot-{p.name}" for p in pilots.PILOTS)
-ORDER = (*FIRST, *PILOT_STAGES, *(f"zoo-{n}" for n in zoo.RECIPES if f"zoo-{n}" not in FIRST + LONG), *LONG, *LAST)
+_ZOO = tuple(n for n in zoo.RECIPES if f"zoo-{n}" not in FIRST + LONG)
+_pilots_of = lambda n: tuple(f"pilot-{p.name}" for p in pilots.PILOTS if p.recipe == n)
+# a declared pilot runs just before its recipe's zoo stage (its decision may change the recipe); a pilot of a recipe
+# done first, right after those
+ORDER = (*FIRST, *(s for p in pilots.PILOTS if p.recipe not in _ZOO for s in _pilots_of(p.recipe)),
+         *(s for n in _ZOO for s in (*_pilots_of(n), f"zoo-{n}")), *LONG, *LAST)
 
 def stages() -> dict:
     "{stage: (what it runs, function(root, clock, say) -> 'ok' | 'partial')}, in the declared order (`ORDER`)."

@@ -17,8 +17,8 @@ from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, emulated, write_j
 __all__ = ['RECIPES', 'SETTINGS', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'THREE_SEED_RULE',
            'THREE_CURVE_SEEDS', 'THREE_MORE_SEEDS', 'THREE_SEED_RECIPES', 'REREAD_RECIPES', 'CURVE_IMAGES',
            'CHECK_IMAGES', 'NUM_POINTS', 'FVAE', 'CHUNK', 'KL_ACTIVE', 'SHIP_RULE', 'CURVES', 'Recipe',
-           'recipe_settings', 'recipe', 'dsprites', 'measure', 'ZooRecipe', 'losses', 'shipped_seed', 'shipped_weights',
-           'train_shipped_again']
+           'recipe_settings', 'recipe', 'dsprites', 'factor_gaps', 'measure', 'ZooRecipe', 'losses', 'shipped_seed',
+           'shipped_weights', 'train_shipped_again']
 
 # %% ../../nbs/89d_campaign_zoo.ipynb #3b7a921f
 @dataclasses.dataclass(frozen=True)
@@ -93,13 +93,28 @@ def dsprites():
         _DATA["d"] = DSprites()
     return _DATA["d"]
 
+def factor_gaps(codes, factors, names) -> dict:
+    """Each factor's most informative latent (`latent/F`), its mutual information with the factor over the factor's
+    entropy (`top/F`) and its gap to the next latent's (`gap/F`), and MIG (the gaps' mean), for `codes` (N, L) and
+    integer `factors` (N, K) named `names`; a factor that takes one value is left out."""
+    from disentbook.eval.metrics import discretize, entropy, mutual_info
+    f = np.asarray(factors)
+    keep = [k for k in range(f.shape[1]) if len(np.unique(f[:, k])) > 1]
+    mi, h = mutual_info(discretize(codes), f[:, keep]), entropy(f[:, keep])
+    row, gaps = {}, []
+    for j, k in enumerate(keep):
+        order = np.argsort(mi[:, j])[::-1]
+        gaps.append(float((mi[order[0], j] - mi[order[1], j]) / h[j]))
+        row[f"gap/{names[k]}"], row[f"latent/{names[k]}"], row[f"top/{names[k]}"] = gaps[-1], int(order[0]), float(mi[order[0], j] / h[j])
+    row["mig"] = float(np.mean(gaps))
+    return row
+
 def measure(model, images: int, num_points: int | None = None, fvae: dict | None = None) -> dict:
-    """MIG (with each factor's best latent and gap), FactorVAE score and KL per latent of `model` on fresh images drawn by
+    """MIG (`factor_gaps`: each factor's best latent, its share of the factor's information and gap), FactorVAE score and KL per latent of `model` on fresh images drawn by
     seed `images` (default `NUM_POINTS` and `FVAE`), encoded on the model's device."""
     num_points, fvae = num_points or NUM_POINTS, fvae or FVAE
     import torch
     from disentbook.core import to_float_images
-    from disentbook.eval.metrics import discretize, entropy, mutual_info
     from disentbook.eval.scores import factor_vae_score, make_represent
     data, rng = dsprites(), np.random.default_rng(images)
     factors = data.sample_factors(num_points, rng)
@@ -111,15 +126,7 @@ def measure(model, images: int, num_points: int | None = None, fvae: dict | None
             mu, lv = (t.float().cpu() for t in model.encode(to_float_images(torch.as_tensor(x[i:i + 1000]).to(dev))))
             mus.append(mu); kls.append(0.5 * (mu ** 2 + lv.exp() - 1 - lv))
     codes, kl = torch.cat(mus).numpy().astype(np.float64), torch.cat(kls).mean(0).numpy()
-    f = np.asarray(factors)
-    keep = [k for k, n in enumerate(data.factor_sizes) if n > 1]
-    mi, h = mutual_info(discretize(codes), f[:, keep]), entropy(f[:, keep])
-    row, gaps = {}, []
-    for j, k in enumerate(keep):
-        order = np.argsort(mi[:, j])[::-1]
-        gaps.append(float((mi[order[0], j] - mi[order[1], j]) / h[j]))
-        row[f"gap/{data.factor_names[k]}"], row[f"latent/{data.factor_names[k]}"] = gaps[-1], int(order[0])
-    row["mig"] = float(np.mean(gaps))
+    row = factor_gaps(codes, factors, data.factor_names)
     row["factor_vae"] = float(factor_vae_score(data, make_represent(model), seed=images, **fvae)[1])
     row["active"] = int((kl > KL_ACTIVE).sum())
     row.update({f"kl/{i}": float(v) for i, v in enumerate(kl)})
