@@ -166,14 +166,16 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
               out_dir="results/train", device=None, seed: int = 0, resume: bool = False, overwrite: bool = False,
               z_dim: int = 16, s_dim: int = 8, hidden: int = 256, data_params: dict | None = None, evaluate: bool = True,
               eval_points: int = 2000, threads: int | None = None, precision: str | None = None,
-              ckpt_every: int | None = None, channels_last: bool | None = None, init: str | None = None) -> dict:
+              ckpt_every: int | None = None, channels_last: bool | None = None, init: str | None = None,
+              eps: float | None = None) -> dict:
     """Train objective `method` on `dataset` with the model it declares; write `out_dir/checkpoint/`, history, figures,
     `run.json` and `metrics.json` (the paper metrics for the dataset). Every input is checked before any data work.
     `dataset=None`: the method's own (`objectives.base.default_dataset`); `latent_dim=None`: its `default_latent_dim`;
     `precision=None`: 'auto' (bf16 where the device has it natively; with `resume`, the checkpoint's); `ckpt_every=None`:
     a checkpoint every tenth of the run, at most every 2,000 steps (a killed run resumes from there bit-exactly);
     `channels_last`: the conv weights' layout while training on a CPU (`TrainConfig.channels_last`; resumed: the run's own);
-    `init`: the model's initial weights (`nets.INITS`; None: PyTorch's layer defaults; resumed: the run's own)."""
+    `init`: the model's initial weights (`nets.INITS`; None: PyTorch's layer defaults; resumed: the run's own); `eps`:
+    Adam's ε (None: `TrainConfig`'s; resumed: the run's own)."""
     cls = OBJECTIVES[method]
     if dataset is None: dataset = default_dataset(method)
     if latent_dim is None: latent_dim = cls.default_latent_dim
@@ -192,7 +194,8 @@ def train_job(method: str = "beta_vae", dataset: str | None = None, params: dict
             lr = DEFAULT_LR if lr is None else lr
         config = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, seed=seed, device=str(dev), precision=precision or "auto",
                              log_every=min(100, max(1, steps // 10)),
-                             ckpt_every=ckpt_every or min(max(steps // 10, 1), 2000), channels_last=channels_last)
+                             ckpt_every=ckpt_every or min(max(steps // 10, 1), 2000), channels_last=channels_last,
+                             **({} if eps is None else dict(eps=eps)))
         data = build_dataset(dataset, data_params)
         with torch.random.fork_rng(devices=[]):          # its config only: `build_run` seeds, then builds the model
             model_config = build_model_for(cls.model_kind, image_shape(data), latent_dim=latent_dim, z_dim=z_dim, s_dim=s_dim,

@@ -56,3 +56,19 @@ def test_a_run_folder_of_another_learning_rate_is_refused(tmp_path):
 def test_a_change_that_changes_nothing_is_refused():
     with pytest.raises(CampaignError, match="already trains"):
         pilots.PilotArm(pilots.Pilot("factor_vae", dict(lr=5e-4)))
+
+
+def test_a_pilot_of_adams_eps_trains_with_it_and_refuses_a_run_without_it(tmp_path):
+    from disentbook.jobs import train_job
+    from disentbook.training.checkpoints import read_checkpoint_config
+    arm = next(pilots.PilotArm(p) for p in pilots.PILOTS if "eps" in p.changes)
+    s, r = zoo.recipe_settings(arm.recipe), arm.recipe
+    run = lambda eps: train_job(method=r.method, dataset="dsprites", params=r.params, steps=2, batch_size=8, lr=s["lr"],
+                                latent_dim=s["latent_dim"], hidden=s["hidden"], out_dir=arm.run_dir(tmp_path, 0), device="cpu",
+                                seed=0, evaluate=False, threads=1, precision="fp32", eps=eps, overwrite=True)
+    run(s["eps"])
+    assert read_checkpoint_config(arm.run_dir(tmp_path, 0) / "checkpoint")["train"]["eps"] == s["eps"] == 8e-4
+    arm.check_run(tmp_path, 0)                                       # its own run: accepted
+    run(None)                                                        # the trainer's default ε in the pilot's folder
+    with pytest.raises(CampaignError, match="another recipe"):
+        arm.check_run(tmp_path, 0)

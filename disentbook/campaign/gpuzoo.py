@@ -56,7 +56,8 @@ class GpuZooRecipe(zoo.ZooRecipe):
         for seed in seeds:
             run = self.run_dir(root, seed); ck = run / "checkpoint"
             train = (read_checkpoint_config(ck)["train"] if (ck / "config.json").is_file() else
-                     dict(batch_size=s["batch_size"], lr=s["lr"], seed=int(seed), precision="auto", log_every=100, ckpt_every=CHUNK))
+                     dict(batch_size=s["batch_size"], lr=s["lr"], eps=s.get("eps", zoo.ADAM_EPS), seed=int(seed), precision="auto",
+                          log_every=100, ckpt_every=CHUNK))
             train = TrainConfig.from_dict(train | dict(steps=int(steps), device=self.device, progress=False))
             out.append(RunSpec(r.method, r.params, model, train, out_dir=run, name=f"{self.name} seed {seed}",
                                data=dict(name="dsprites", params={})))

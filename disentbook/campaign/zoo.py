@@ -14,7 +14,7 @@ from .lengths import LengthRule
 from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, emulated, write_json_atomic
 
 # %% auto #0
-__all__ = ['RECIPES', 'SETTINGS', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'THREE_SEED_RULE',
+__all__ = ['RECIPES', 'SETTINGS', 'ADAM_EPS', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'THREE_SEED_RULE',
            'THREE_CURVE_SEEDS', 'THREE_MORE_SEEDS', 'THREE_SEED_RECIPES', 'REREAD_RECIPES', 'CURVE_IMAGES',
            'CHECK_IMAGES', 'NUM_POINTS', 'FVAE', 'CHUNK', 'KL_ACTIVE', 'SHIP_RULE', 'CURVES', 'Recipe',
            'recipe_settings', 'recipe', 'dsprites', 'factor_gaps', 'measure', 'ZooRecipe', 'losses', 'shipped_seed',
@@ -55,6 +55,9 @@ RECIPES = {
 # precision is not among them: a seed begins in `campaign.ledger.CPU_PRECISION` when its curve has measured none, and
 # each row records the precision its run trained in (a new seed takes the measured ones')
 SETTINGS = dict(batch_size=64, lr=5e-4, hidden=256, latent_dim=10, threads=2)
+# Adam's ε, not among `SETTINGS` (the records measured before it was a setting keep their identity): a recipe or a pilot
+# that sets `eps` in its settings trains with it, the others with the trainer's default
+ADAM_EPS = 1e-8
 # a seed started from scratch keeps its conv weights channels-last while it trains on a CPU, fp32 included (measured on a
 # 2-core EPYC: 1.14-1.36x the default layout's images/s, `benchmarks/bench_channels_last.py`); the floating-point noise of
 # another kernel, not another recipe: outside the curves' identity, and a seed begun in the default layout keeps it
@@ -167,10 +170,10 @@ class ZooRecipe(Subject):
         run, r, s = self.run_dir(root, seed), self.recipe, recipe_settings(self.recipe)
         if not (run / "checkpoint" / "config.json").is_file(): return
         info = _from_checkpoint(run / "checkpoint", r)      # what trained, as the checkpoint says (run.json is not carried)
-        got = dict(method=info.get("method"), params=info.get("params"), seed=info.get("seed"), lr=info.get("lr"),
+        got = dict(method=info.get("method"), params=info.get("params"), seed=info.get("seed"), lr=info.get("lr"), eps=info.get("eps"),
                    hidden=info.get("model", {}).get("hidden"), latent_dim=info.get("model", {}).get("latent_dim"),
                    init=info.get("model", {}).get("init", "pytorch"))
-        want = dict(method=r.method, params=r.params, seed=int(seed), lr=s["lr"], hidden=s["hidden"], latent_dim=s["latent_dim"],
+        want = dict(method=r.method, params=r.params, seed=int(seed), lr=s["lr"], eps=s.get("eps", ADAM_EPS), hidden=s["hidden"], latent_dim=s["latent_dim"],
                     init=r.model.get("init", "pytorch"))
         if got != want:
             raise CampaignError(f"{run} holds a run of another recipe, seed or model ({got}, expected {want}); "
@@ -188,7 +191,7 @@ class ZooRecipe(Subject):
                       batch_size=None if at else s["batch_size"], lr=None if at else s["lr"], latent_dim=s["latent_dim"],
                       hidden=s["hidden"], out_dir=run, device="cpu", seed=int(seed), evaluate=False, threads=self.threads or s["threads"],
                       precision=None if at else (self.precision(root) or CPU_PRECISION), ckpt_every=CHUNK, resume=at > 0, overwrite=at == 0,
-                      channels_last=CHANNELS_LAST, init=r.model.get("init"))
+                      channels_last=CHANNELS_LAST, init=r.model.get("init"), eps=None if at else s.get("eps"))
             dt = active_time() - t0
             clock.took(dt * CHUNK / max(target - at, 1))
             say(f"{time.strftime('%H:%M:%S')} {self.name} seed {seed}: step {target:,} ({(target - at) / max(dt, 1e-9):.1f} steps/s)")
@@ -222,14 +225,14 @@ def losses(run: Path, steps: int, window: int = 500) -> dict:
 
 def _from_checkpoint(ck: Path, r: Recipe) -> dict:
     """What a run folder's checkpoint says trained there (the one record a checkout carries with it): method, the
-    recipe's parameters as the objective holds them, seed, learning rate, model; {} for an unreadable checkpoint."""
+    recipe's parameters as the objective holds them, seed, learning rate, Adam's ε, model; {} for an unreadable checkpoint."""
     from disentbook.core import DisentbookError
     from disentbook.training.checkpoints import read_checkpoint_config
     try: cfg = read_checkpoint_config(ck)
     except (DisentbookError, OSError): return {}
     obj = cfg.get("objective") or {}
     return dict(method=obj.get("name"), params={k: obj.get(k) for k in r.params}, seed=cfg.get("train", {}).get("seed"),
-                lr=cfg.get("train", {}).get("lr"),
+                lr=cfg.get("train", {}).get("lr"), eps=cfg.get("train", {}).get("eps", ADAM_EPS),
                 model=cfg.get("model") or {})
 
 def _started_in(run: Path) -> str | None:
