@@ -16,9 +16,9 @@ from ..repro.figures import FIGURE_COPY
 from ..repro.runs import trained_precisions
 
 # %% auto #0
-__all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'PILOT_STAGES', 'ORDER', 'stages',
-           'on_gpu', 'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'reopened', 'not_ready',
-           'run_next', 'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
+__all__ = ['CARRY_BUDGET', 'TRACKED_AIM', 'CARRY_MIN_SECONDS', 'LAST', 'FIRST', 'LONG', 'ORDER', 'stages', 'on_gpu',
+           'shipped_dir', 'subjects', 'progress', 'run_stage', 'bound_precision', 'reopened', 'not_ready', 'run_next',
+           'carried_paths', 'carry', 'add_arguments', 'pause_file', 'run', 'main']
 
 # %% ../../nbs/89f_campaign_stages.ipynb #7166f6a6
 CARRY_BUDGET = 10_000_000     # bytes of checkpoints a checkout carries in all
@@ -43,7 +43,6 @@ LAST = ("curves-invariance-seeds", "reproduce-invariance", "zoo-models")
 FIRST = ("zoo-beta_tcvae", "curves-contrastive-seeds", "reproduce-contrastive", "reproduce-refvae", "curves-dipvae-seeds",
          "reproduce-dipvae", "zoo-beta_vae_b4", "curves-vae-seeds", "reproduce-vae", "reproduce-tcwae-figure6-fresh", "curves-tcwae-seeds", "reproduce-tcwae")
 LONG = ("zoo-annealed_vae",)
-PILOT_STAGES = tuple(f"pilot-{p.name}" for p in pilots.PILOTS)
 _ZOO = tuple(n for n in zoo.RECIPES if f"zoo-{n}" not in FIRST + LONG)
 _pilots_of = lambda n: tuple(f"pilot-{p.name}" for p in pilots.PILOTS if p.recipe == n)
 # a declared pilot runs just before its recipe's zoo stage (its decision may change the recipe); a pilot of a recipe
