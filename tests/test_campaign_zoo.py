@@ -269,3 +269,16 @@ def test_a_curve_goes_on_only_on_the_data_it_was_measured_on(tmp_path, monkeypat
     r = run("--stage", "zoo-beta_vae_b4", "--budget", "5m")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "dsprites (official)" in r.stderr, r.stderr[-2000:]
     assert curve.read_bytes() == z.curve_file(ROOT).read_bytes()
+
+
+def test_factor_gaps_golden_values():
+    "Exact values on four points: factor a held by latents 0 and 1 (split), b by latent 2 alone, c constant (left out)."
+    import math
+    import numpy as np
+    a, b = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])
+    codes = np.stack([a, a, b], 1).astype(float)
+    from disentbook.campaign.zoo import factor_gaps
+    row = factor_gaps(codes, np.stack([a, b, np.zeros(4, int)], 1), ("a", "b", "c"))
+    assert math.isclose(row["top/a"], 1.0) and math.isclose(row["gap/a"], 0.0, abs_tol=1e-12) and row["latent/a"] in (0, 1)
+    assert math.isclose(row["top/b"], 1.0) and math.isclose(row["gap/b"], 1.0) and row["latent/b"] == 2
+    assert math.isclose(row["mig"], 0.5) and "gap/c" not in row

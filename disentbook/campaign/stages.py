@@ -47,7 +47,7 @@ _ZOO = tuple(n for n in zoo.RECIPES if f"zoo-{n}" not in FIRST + LONG)
 _pilots_of = lambda n: tuple(f"pilot-{p.name}" for p in pilots.PILOTS if p.recipe == n)
 # a declared pilot runs just before its recipe's zoo stage (its decision may change the recipe); a pilot of a recipe
 # done first, right after those
-ORDER = (*FIRST, *(s for p in pilots.PILOTS if p.recipe not in _ZOO for s in _pilots_of(p.recipe)),
+ORDER = (*FIRST, *(f"pilot-{p.name}" for p in pilots.PILOTS if p.recipe not in _ZOO),
          *(s for n in _ZOO for s in (*_pilots_of(n), f"zoo-{n}")), *LONG, *LAST)
 
 def stages() -> dict:

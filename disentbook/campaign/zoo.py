@@ -12,6 +12,7 @@ import numpy as np
 from .curves import Subject, read_curve
 from .lengths import LengthRule
 from .ledger import CPU_PRECISION, WORK, CampaignError, Clock, emulated, write_json_atomic
+from ..training.config import TrainConfig
 
 # %% auto #0
 __all__ = ['RECIPES', 'SETTINGS', 'ADAM_EPS', 'CHANNELS_LAST', 'GRID', 'RULE', 'CURVE_SEEDS', 'MORE_SEEDS', 'THREE_SEED_RULE',
@@ -57,7 +58,7 @@ RECIPES = {
 SETTINGS = dict(batch_size=64, lr=5e-4, hidden=256, latent_dim=10, threads=2)
 # Adam's ε, not among `SETTINGS` (the records measured before it was a setting keep their identity): a recipe or a pilot
 # that sets `eps` in its settings trains with it, the others with the trainer's default
-ADAM_EPS = 1e-8
+ADAM_EPS = TrainConfig.eps
 # a seed started from scratch keeps its conv weights channels-last while it trains on a CPU, fp32 included (measured on a
 # 2-core EPYC: 1.14-1.36x the default layout's images/s, `benchmarks/bench_channels_last.py`); the floating-point noise of
 # another kernel, not another recipe: outside the curves' identity, and a seed begun in the default layout keeps it
@@ -100,21 +101,21 @@ def factor_gaps(codes, factors, names) -> dict:
     """Each factor's most informative latent (`latent/F`), its mutual information with the factor over the factor's
     entropy (`top/F`) and its gap to the next latent's (`gap/F`), and MIG (the gaps' mean), for `codes` (N, L) and
     integer `factors` (N, K) named `names`; a factor that takes one value is left out."""
-    from disentbook.eval.metrics import discretize, entropy, mutual_info
+    from disentbook.eval.metrics import discretize, entropy, mutual_info, top_two_gap
     f = np.asarray(factors)
     keep = [k for k in range(f.shape[1]) if len(np.unique(f[:, k])) > 1]
     mi, h = mutual_info(discretize(codes), f[:, keep]), entropy(f[:, keep])
-    row, gaps = {}, []
+    gap, top, best = top_two_gap(mi, "MIG") / h, mi.max(0) / h, mi.argmax(0)
+    row = {}
     for j, k in enumerate(keep):
-        order = np.argsort(mi[:, j])[::-1]
-        gaps.append(float((mi[order[0], j] - mi[order[1], j]) / h[j]))
-        row[f"gap/{names[k]}"], row[f"latent/{names[k]}"], row[f"top/{names[k]}"] = gaps[-1], int(order[0]), float(mi[order[0], j] / h[j])
-    row["mig"] = float(np.mean(gaps))
+        row[f"gap/{names[k]}"], row[f"latent/{names[k]}"], row[f"top/{names[k]}"] = float(gap[j]), int(best[j]), float(top[j])
+    row["mig"] = float(gap.mean())
     return row
 
 def measure(model, images: int, num_points: int | None = None, fvae: dict | None = None) -> dict:
-    """MIG (`factor_gaps`: each factor's best latent, its share of the factor's information and gap), FactorVAE score and KL per latent of `model` on fresh images drawn by
-    seed `images` (default `NUM_POINTS` and `FVAE`), encoded on the model's device."""
+    """MIG (`factor_gaps`: each factor's best latent, its share of the factor's information and gap), FactorVAE score
+    and KL per latent of `model` on fresh images drawn by seed `images` (default `NUM_POINTS` and `FVAE`), encoded on the
+    model's device."""
     num_points, fvae = num_points or NUM_POINTS, fvae or FVAE
     import torch
     from disentbook.core import to_float_images
