@@ -26,13 +26,18 @@ def test_a_committed_record_continues_and_its_decision_is_the_rules(pilot):
 
 
 def test_the_stages_come_in_the_declared_order():
-    from disentbook.campaign.stages import FIRST, ORDER, stages
+    from disentbook.campaign.stages import FIRST, ORDER, ZOO_ORDER, stages
     names = [f"pilot-{p.name}" for p in pilots.PILOTS]
-    assert [s for s in ORDER if s.startswith("pilot-")] == names
+    assert sorted(s for s in ORDER if s.startswith("pilot-")) == sorted(names)      # each declared pilot, once
     table = stages()
     for p, s in zip(pilots.PILOTS, names):
         assert ORDER.index(s) > max(ORDER.index(f) for f in FIRST) and "declared pilot" in table[s][0]
-        if f"zoo-{p.recipe}" not in FIRST: assert ORDER.index(s) < ORDER.index(f"zoo-{p.recipe}")
+        if f"zoo-{p.recipe}" not in FIRST:      # just before its recipe's zoo stage, after its other pilots alone
+            between = ORDER[ORDER.index(s) + 1:ORDER.index(f"zoo-{p.recipe}")]
+            assert all(b in names and pilots.PILOTS[names.index(b)].recipe == p.recipe for b in between), between
+    zoo_stages = [s[4:] for s in ORDER if s.startswith("zoo-") and s[4:] in ZOO_ORDER]
+    assert zoo_stages == [n for n in ZOO_ORDER if f"zoo-{n}" not in FIRST]       # the zoo recipes in ZOO_ORDER's order
+    assert zoo_stages[-1] == "dip_vae_i"
 
 
 def test_the_campaign_lists_them():
