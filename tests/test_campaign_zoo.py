@@ -137,13 +137,16 @@ def test_the_documented_commands_run_as_written(tmp_path):
 
 
 def test_the_index_of_the_shipped_models_is_generated_from_their_cards(tmp_path):
-    "reports/pretrained/README.md is what `campaign.models.write_index` makes of the package's cards (the commentary kept)."
+    """reports/pretrained/README.md is what `campaign.models.write_index` makes of the package's cards and the declared
+    pilots' committed records (the commentary kept)."""
     import shutil
     from disentbook.campaign.models import FIGURES, write_index
+    from disentbook.campaign.zoo import CURVES
     from disentbook.classroom.pretrained import PRETRAINED_DIR
     committed = ROOT / FIGURES / "README.md"
     (tmp_path / FIGURES).mkdir(parents=True)
     shutil.copy(committed, tmp_path / FIGURES / "README.md")
+    shutil.copytree(ROOT / CURVES / "pilots", tmp_path / CURVES / "pilots")
     assert write_index(tmp_path, PRETRAINED_DIR).read_text() == committed.read_text(), \
         ("regenerate it: python3 -c \"from disentbook.campaign.models import write_index; from "
          "disentbook.classroom.pretrained import PRETRAINED_DIR; write_index('.', PRETRAINED_DIR)\"")

@@ -11,6 +11,7 @@ import numpy as np
 
 from .curves import read_curve
 from .ledger import CampaignError
+from .pilots import index_lines
 from . import zoo
 
 # %% auto #0
@@ -156,7 +157,8 @@ def index_row(card: dict) -> str:
             f"{cell(row.get('factor_vae'))}{mark} | {gaps}{mark} | {row.get('active', '—')}{mark} | {rule} | {links} |")
 
 def write_index(root, dest: Path) -> Path:
-    "Write `reports/pretrained/README.md` under `root` from the dSprites cards in `dest`; returns its path."
+    """Write `reports/pretrained/README.md` under `root` from the dSprites cards in `dest` and the declared pilots' records
+    under `root` (`campaign.pilots.index_lines`); returns its path."""
     cards = [json.loads(p.read_text()) for p in sorted(Path(dest).glob("*.json"))]
     cards = sorted((c for c in cards if c.get("dataset") == "dsprites" and "train" in c),
                    key=lambda c: -float(c.get("check", {}).get("mig") or 0))
@@ -179,6 +181,7 @@ def write_index(root, dest: Path) -> Path:
     again = [c for c in cards if c.get("trained_again")]
     if again: lines += ["", "† measured on the run that measured the curve, not on the shipped weights: " + " ".join(
         f"`{c['name']}`: {c['note']}" for c in again)]
+    lines += ["", *index_lines(root, link=_link)]          # the declared pilots, from their records under `root`
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines).rstrip("\n") + "\n\n" + END + kept)
     return out

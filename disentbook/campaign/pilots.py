@@ -11,12 +11,12 @@ import numpy as np
 
 from .curves import Subject, read_curve, seed_values
 from .ledger import WORK, CampaignError, Clock, write_json_atomic
-from .zoo import ADAM_EPS, CURVES, Recipe, ZooRecipe, recipe_settings
+from .zoo import ADAM_EPS, CURVES, RECIPES, Recipe, ZooRecipe, recipe_settings
 
 # %% auto #0
 __all__ = ['SEEDS', 'LENGTHS', 'MIN_GAIN', 'ALPHA', 'LR_RULE', 'THIRD_MOMENT_RULE', 'TCWAE_OPTIMIZER_RULE', 'PILOTS',
            'setting_words', 'Pilot', 'decide', 'foreclosed', 'recipe_value', 'PilotArm', 'arm_values', 'arms',
-           'write_decision', 'figure', 'stage', 'progress']
+           'write_decision', 'figure', 'stage', 'progress', 'index_lines']
 
 # %% ../../nbs/89l_campaign_pilots.ipynb #cb1376ea
 SEEDS, LENGTHS, MIN_GAIN, ALPHA = (0, 1, 2), (5000, 10_000, 20_000, 30_000), 0.02, 0.05
@@ -58,8 +58,8 @@ TCWAE_OPTIMIZER_RULE = (
     "`benchmarks/curves/zoo/pilots/` and its curves begin again.")
 
 def setting_words(v) -> str:
-    "A setting's value as a pilot's name writes it: 1e-4, 5e-4, 128, 200 (a whole float at least 1 as an integer)."
-    if isinstance(v, float) and v >= 1 and v.is_integer(): return str(int(v))
+    "A setting's value as a pilot's name writes it: 1e-4, 5e-4, 128, 200, 0 (a whole float, zero or at least 1, as an integer)."
+    if isinstance(v, float) and (v >= 1 or v == 0) and v.is_integer(): return str(int(v))
     return f"{v:.0e}".replace("e-0", "e-").replace("e+0", "e") if isinstance(v, float) else str(v)
 
 @dataclasses.dataclass(frozen=True)
@@ -227,3 +227,41 @@ def progress(root, pilot: Pilot) -> str:
     verdict = {None: "undecided", True: "adopts the change", False: "keeps the recipe"}[dec.get("adopt")] if dec else "undecided"
     return ((f"pilot seeds measured to {at}" if at else "nothing measured") + f"; {verdict}"
             + (f" (checkpoints here: {', '.join(ahead)})" if ahead else ""))
+
+# %% ../../nbs/89l_campaign_pilots.ipynb #94a176a9
+def _mig_words(values: dict, lengths) -> str:
+    "MIGs at `lengths` as 0.029 / 0.060 / — (a length without a row: —)."
+    return " / ".join(f"{values[L]:.3f}" if L in values else "—" for L in lengths)
+
+def index_lines(root, link=str) -> list[str]:
+    """The declared pilots, read from their records under `root`, as the index of the shipped models lists them
+    (`campaign.models.write_index`): for each, what it changed against the recipe, every trained seed's MIG on the
+    choosing images at the pilot's lengths beside the recipe's, the decision and why, and its figure (`link` turns a
+    checkout path into the page's link); then what declared pilots changed in a recipe (`zoo.Recipe.pilot`)."""
+    lines = ["## Declared pilots", "",
+             "A zoo recipe changes a training setting or a weight of its objective only through a pilot declared before "
+             "its runs (`campaign.pilots`; its rule is in its record). MIG on the curve's choosing images, the pilot's "
+             "arm against the recipe's, seed by seed:", ""]
+    for p in PILOTS:
+        arm = PilotArm(p)
+        change = ", ".join(f"{k} {setting_words(v)} against {setting_words(recipe_value(RECIPES[p.recipe], k))}"
+                           for k, v in p.changes.items())
+        f = arm.curve_file(root)
+        rec = read_curve(root, arm) if f.is_file() else {}
+        dec = rec.get("decision") or {}
+        if not dec:
+            lines.append(f"- `{p.name}` ({change}): declared, not decided yet (`python3 -m disentbook campaign --stage "
+                         f"pilot-{p.name}`).")
+            continue
+        mine = arm_values(root, arm, p)
+        theirs = {int(s): {int(L): v for L, v in r.items()} for s, r in rec.get("against", {}).get("mig", {}).items()}
+        at = " / ".join(f"{L / 1000:g}k" for L in p.lengths)
+        seeds = "; ".join(f"seed {s}: {_mig_words(mine[s], p.lengths)} against {_mig_words(theirs.get(s, {}), p.lengths)}"
+                          for s in p.seeds if mine.get(s))
+        verdict = {None: "undecided", True: "adopts the change", False: "keeps the recipe"}[dec.get("adopt")]
+        figure_path = (CURVES / "pilots" / f"{p.name}.png").as_posix()
+        lines.append(f"- `{p.name}` ({change}), at {at} steps: {seeds or 'no seed measured'}. Decision: {verdict} ({dec['why']}; "
+                     f"[figure]({link(figure_path)})).")
+    adopted = [(n, r.pilot) for n, r in RECIPES.items() if r.pilot]
+    if adopted: lines += ["", "Adopted into a recipe: " + " ".join(f"`{n}`: {why}." for n, why in adopted)]
+    return lines + [""]
