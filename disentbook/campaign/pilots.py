@@ -246,8 +246,7 @@ def index_lines(root, link=str) -> list[str]:
         arm = PilotArm(p)
         change = ", ".join(f"{k} {setting_words(v)} against {setting_words(recipe_value(RECIPES[p.recipe], k))}"
                            for k, v in p.changes.items())
-        f = arm.curve_file(root)
-        rec = read_curve(root, arm) if f.is_file() else {}
+        rec = read_curve(root, arm)                      # a new record, without a decision, where none is written
         dec = rec.get("decision") or {}
         if not dec:
             lines.append(f"- `{p.name}` ({change}): declared, not decided yet (`python3 -m disentbook campaign --stage "
@@ -259,7 +258,7 @@ def index_lines(root, link=str) -> list[str]:
         seeds = "; ".join(f"seed {s}: {_mig_words(mine[s], p.lengths)} against {_mig_words(theirs.get(s, {}), p.lengths)}"
                           for s in p.seeds if mine.get(s))
         verdict = {None: "undecided", True: "adopts the change", False: "keeps the recipe"}[dec.get("adopt")]
-        figure_path = (CURVES / "pilots" / f"{p.name}.png").as_posix()
+        figure_path = arm.curve_file(Path()).with_suffix(".png").as_posix()   # beside its record, as `write_decision` saves it
         lines.append(f"- `{p.name}` ({change}), at {at} steps: {seeds or 'no seed measured'}. Decision: {verdict} ({dec['why']}; "
                      f"[figure]({link(figure_path)})).")
     adopted = [(n, r.pilot) for n, r in RECIPES.items() if r.pilot]
